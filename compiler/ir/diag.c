@@ -1,0 +1,70 @@
+/* diag.c — the two error tiers.
+ * Internal invariants: wl_die prints "wlower: internal error at FILE:LINE: ..."
+ * and aborts. Bad input: a Diag carries one line back to the driver, which
+ * alone prints it and exits 1. Newlines in messages are flattened to spaces so
+ * that a message stays one line whatever a model's names contain. */
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+
+_Noreturn void wl_die(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+	fflush(stdout);
+	fprintf(stderr, "wlower: internal error at %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	abort();
+}
+
+static void flatten(char *s)
+{
+	for (; *s; s++)
+		if (*s == '\n' || *s == '\r' || *s == '\t')
+			*s = ' ';
+		else if ((unsigned char)*s < 0x20)
+			*s = '?';
+}
+
+int diag_vfail(Diag *d, const char *fmt, va_list ap)
+{
+	if (!d || d->set)
+		return WL_ERR;
+	vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+	flatten(d->msg);
+	d->set = 1;
+	return WL_ERR;
+}
+
+int diag_fail(Diag *d, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	diag_vfail(d, fmt, ap);
+	va_end(ap);
+	return WL_ERR;
+}
+
+void diag_prefix(Diag *d, const char *fmt, ...)
+{
+	if (!d)
+		return;
+	char pre[512], old[sizeof d->msg];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(pre, sizeof pre, fmt, ap);
+	va_end(ap);
+	memcpy(old, d->msg, sizeof old);
+	size_t np = strlen(pre);
+	if (np >= sizeof d->msg)
+		np = sizeof d->msg - 1;
+	memcpy(d->msg, pre, np);
+	size_t rest = sizeof d->msg - 1 - np;
+	size_t no = strnlen(old, rest);
+	memcpy(d->msg + np, old, no);
+	d->msg[np + no] = 0;
+	flatten(d->msg);
+	d->set = 1;
+}

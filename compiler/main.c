@@ -1,0 +1,229 @@
+/* main.c — the wlower driver. The whole compiler reads top to bottom in
+ * compile(): read → passes (the table in passes/passes.c) → emit.
+ * Only this file prints diagnostics and exits:
+ *   0 success, 1 bad input (one line naming file, node, tensor), 2 usage. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "compiler.h"
+
+enum { EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
+
+static const char *prog = "wlower";
+
+static const char usage_main[] =
+"usage: wlower MODEL [options]\n"
+"       wlower COMMAND [args]      (run, calibrate, quantize, sim; see 'wlower COMMAND --help')\n"
+"\n"
+"Reads MODEL (.onnx binary, or .onnxtxt ONNX textual syntax), runs the pass\n"
+"pipeline and writes the result.\n"
+"\n"
+"output:\n"
+"  -o FILE               write the result to FILE (atomically: nothing is left on error)\n"
+"  --emit onnx|onnx-text format of the result; default: from -o's extension\n"
+"                        (.onnx → onnx, else onnx-text); text goes to stdout without -o\n"
+"  --print-weights       print every initializer in full (default: tensors with more than\n"
+"                        16 elements print as a placeholder with dtype, shape and sha256)\n"
+"  --external-data       with --emit onnx: store every initializer of 1 KiB or more in\n"
+"                        FILE.data (tensors that were external stay external anyway;\n"
+"                        models over 2 GiB always use it)\n"
+"\n"
+"pipeline:\n"
+"  --passes=A,B,...      run exactly these passes or groups, in this order\n"
+"  --stop-after=NAME     run the default pipeline up to and including NAME\n"
+"  --print-after=NAME    print the IR after pass or group NAME (to stderr)\n"
+"  --print-after-all     print the IR after every pass (to stderr)\n"
+"  --time-passes         print the wall time of each pass (to stderr)\n"
+"  --verify              run the IR verifier after every pass (always on in debug builds)\n"
+"  --list-passes         list the passes and groups, with their contracts\n"
+"\n"
+"compilation to a target (later releases):\n"
+"  --tranges FILE --target qc-n|qc-p|qc-u|host -o DIR\n"
+"\n"
+"  -h, --help            this help\n"
+"  --version             print the version\n"
+"\n"
+"exit status: 0 success, 1 bad input, 2 usage error\n";
+
+static const struct {
+	const char *name, *synopsis;
+} reserved[] = {
+	{"run", "wlower run MODEL|DIR --input NAME=FILE.npy ... --output-dir OUT [--threads N] [--reps N]"},
+	{"calibrate", "wlower calibrate MODEL --samples NAME=FILE.npy ... -o X.tranges [--percentile P]"},
+	{"quantize", "wlower quantize MODEL --nbits 4 --block-size 32 [--symmetric] [--exclude NODE,...] -o OUT.onnx"},
+	{"sim", "wlower sim DIR --input NAME=FILE.npy ... --output-dir OUT [--compare NAME=REF.npy]"},
+};
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "%s: ", prog);
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, " (see '%s --help')\n", prog);
+	return EXIT_USAGE;
+}
+
+static int bad_input(const Diag *d)
+{
+	fprintf(stderr, "%s: error: %s\n", prog, d->set ? d->msg : "unknown error");
+	return EXIT_BAD_INPUT;
+}
+
+typedef struct Options {
+	const char *model, *out, *emit, *tranges, *target;
+	bool print_weights, external_data, list_passes;
+	PipelineOptions pipe;
+} Options;
+
+/* "--name=value" or "--name value"; returns the value or NULL. */
+static const char *opt_value(const char *name, int argc, char **argv, int *i, int *err)
+{
+	size_t n = strlen(name);
+	const char *a = argv[*i];
+	if (strncmp(a, name, n) != 0)
+		return NULL;
+	if (a[n] == '=')
+		return a + n + 1;
+	if (a[n] != 0)
+		return NULL;
+	if (*i + 1 >= argc) {
+		usage_error("option '%s' needs a value", name);
+		*err = 1;
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+static int parse_args(int argc, char **argv, Options *o)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v;
+		int err = 0;
+#define VAL(name, field) \
+		if ((v = opt_value(name, argc, argv, &i, &err)) || err) { \
+			if (err) return EXIT_USAGE; \
+			field = v; continue; }
+		if (strcmp(a, "-o") == 0) {
+			if (i + 1 >= argc)
+				return usage_error("option '%s' needs a value", "-o");
+			o->out = argv[++i];
+			continue;
+		}
+		VAL("--output", o->out)
+		VAL("--emit", o->emit)
+		VAL("--passes", o->pipe.passes)
+		VAL("--stop-after", o->pipe.stop_after)
+		VAL("--print-after", o->pipe.print_after)
+		VAL("--tranges", o->tranges)
+		VAL("--target", o->target)
+#undef VAL
+		if (strcmp(a, "--print-after-all") == 0) o->pipe.print_after_all = true;
+		else if (strcmp(a, "--time-passes") == 0) o->pipe.time_passes = true;
+		else if (strcmp(a, "--verify") == 0) o->pipe.verify_each = true;
+		else if (strcmp(a, "--print-weights") == 0) o->print_weights = true;
+		else if (strcmp(a, "--external-data") == 0) o->external_data = true;
+		else if (strcmp(a, "--list-passes") == 0) o->list_passes = true;
+		else if (a[0] == '-' && a[1] != 0)
+			return usage_error("unknown option '%s'", a);
+		else if (o->model)
+			return usage_error("more than one model given ('%s')", a);
+		else
+			o->model = a;
+	}
+	return 0;
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+	size_t n = strlen(s), m = strlen(suf);
+	return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+static void list_passes(void)
+{
+	printf("passes, in default pipeline order (group: pass):\n");
+	for (int i = 0; i < pass_count; i++) {
+		const Pass *p = &pass_table[i];
+		printf("  %-14s %-26s %s\n", p->group ? p->group : "-", p->name, p->help);
+		printf("  %-14s %-26s requires: %s; invalidates: %s\n", "", "", p->requires, p->invalidates);
+	}
+}
+
+/* The whole compiler, top to bottom. */
+static int compile(Options *o)
+{
+	Diag d = {0};
+	Module *m = NULL;
+	PrintOptions po = {.print_weights = o->print_weights};
+	o->pipe.print = po;
+
+	if (model_read(o->model, &m, &d) != WL_OK)
+		return bad_input(&d);
+	if (ir_verify(m, &d) != WL_OK) {
+		module_free(m);
+		return bad_input(&d);
+	}
+	if (pipeline_run(m, &o->pipe, &d) != WL_OK) {
+		module_free(m);
+		return bad_input(&d);
+	}
+	int rc = WL_OK;
+	if (strcmp(o->emit, "onnx") == 0) {
+		ExportOptions eo = {.all_external = o->external_data};
+		rc = onnx_export_file(m, o->out, &eo, &d);
+	} else if (o->out) {
+		rc = text_print_file(m, o->out, &po, &d);
+	} else {
+		rc = text_print(m, stdout, &po);
+		if (rc == WL_OK && (fflush(stdout) != 0 || ferror(stdout)))
+			rc = diag_fail(&d, "<stdout>: write failed");
+	}
+	module_free(m);
+	return rc == WL_OK ? 0 : bad_input(&d);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fputs(usage_main, stderr);
+		return EXIT_USAGE;
+	}
+	for (size_t k = 0; k < sizeof reserved / sizeof reserved[0]; k++)
+		if (strcmp(argv[1], reserved[k].name) == 0) {
+			bool help = argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0);
+			FILE *f = help ? stdout : stderr;
+			fprintf(f, "usage: %s\n", reserved[k].synopsis);
+			fprintf(f, "'wlower %s' is reserved and not part of this release yet.\n", reserved[k].name);
+			return help ? 0 : EXIT_USAGE;
+		}
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			fputs(usage_main, stdout);
+			return 0;
+		}
+		if (strcmp(argv[i], "--version") == 0) {
+			printf("wlower %s\n", WLOWER_VERSION);
+			return 0;
+		}
+	}
+	Options o = {0};
+	int rc = parse_args(argc, argv, &o);
+	if (rc)
+		return rc;
+	if (o.list_passes) {
+		list_passes();
+		return 0;
+	}
+	if (!o.model)
+		return usage_error("%s", "no model given");
+	if (o.tranges || o.target)
+		return usage_error("%s", "--tranges/--target: code generation is not part of this release yet");
+	if (o.pipe.passes && o.pipe.stop_after)
+		return usage_error("%s", "--passes and --stop-after cannot be combined");
+	if (!o.emit)
+		o.emit = (o.out && ends_with(o.out, ".onnx")) ? "onnx" : "onnx-text";
+	if (strcmp(o.emit, "onnx") != 0 && strcmp(o.emit, "onnx-text") != 0)
+		return usage_error("--emit: unknown format '%s' (onnx, onnx-text)", o.emit);
+	if (strcmp(o.emit, "onnx") == 0 && !o.out)
+		return usage_error("%s", "--emit onnx needs -o FILE");
+	return compile(&o);
+}

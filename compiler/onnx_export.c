@@ -1,0 +1,1 @@
+/* onnx_export.c: being written */

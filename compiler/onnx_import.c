@@ -1,0 +1,1 @@
+/* onnx_import.c: being written */

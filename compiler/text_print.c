@@ -1,0 +1,1 @@
+/* text_print.c: being written */

@@ -1,0 +1,1 @@
+/* constant_to_initializer.c: being written */

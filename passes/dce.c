@@ -1,0 +1,1 @@
+/* dce.c: being written */

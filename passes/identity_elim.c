@@ -1,0 +1,1 @@
+/* identity_elim.c: being written */
