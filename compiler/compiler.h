@@ -37,6 +37,8 @@ typedef struct ExportOptions {
 	 * relative to the output's folder). */
 	size_t external_threshold;
 	bool all_external;     /* force every tensor >= threshold external */
+	size_t size_limit;     /* message size that triggers the above (0 = 2 GiB - 1;
+	                          tests use a small one instead of writing 2 GiB) */
 } ExportOptions;
 /* Writes to `path` atomically (temporary file in the same folder, then
  * rename); on error nothing is left behind. */
@@ -58,6 +60,14 @@ typedef struct PrintOptions {
 int text_print(Module *m, FILE *f, const PrintOptions *opt);
 /* Atomic: writes to a temporary then renames. */
 int text_print_file(Module *m, const char *path, const PrintOptions *opt, Diag *d);
+
+/* Floating-point elements as text (text_parse.c; the printer uses them to
+ * write the shortest text that reads back bit-exactly). dtype: DT_FLOAT,
+ * DT_DOUBLE, DT_FLOAT16, DT_BFLOAT16 or a float8 type. text_float_bits
+ * reads decimal numbers, inf, -inf, nan, -nan and nan(0xBITS) (raw bits);
+ * returns 0, 1 if s is not a number, 2 if it is out of range. */
+double text_float_value(int dtype, uint64_t bits);
+int text_float_bits(int dtype, const char *s, uint64_t *bits);
 
 /* ---------------------------------------------------------------- passes */
 

@@ -4,7 +4,10 @@
  *   0 success, 1 bad input (one line naming file, node, tensor), 2 usage. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
+#include "commands.h"
 #include "compiler.h"
 
 enum { EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
@@ -35,6 +38,7 @@ static const char usage_main[] =
 "  --print-after-all     print the IR after every pass (to stderr)\n"
 "  --time-passes         print the wall time of each pass (to stderr)\n"
 "  --verify              run the IR verifier after every pass (always on in debug builds)\n"
+"  --stats               print read / pass / write times and peak memory (to stderr)\n"
 "  --list-passes         list the passes and groups, with their contracts\n"
 "\n"
 "compilation to a target (later releases):\n"
@@ -45,13 +49,15 @@ static const char usage_main[] =
 "\n"
 "exit status: 0 success, 1 bad input, 2 usage error\n";
 
+/* Subcommands (commands.h); fn NULL: reserved, not part of this release yet. */
 static const struct {
 	const char *name, *synopsis;
+	int (*fn)(int argc, char **argv);
 } reserved[] = {
-	{"run", "wlower run MODEL|DIR --input NAME=FILE.npy ... --output-dir OUT [--threads N] [--reps N]"},
-	{"calibrate", "wlower calibrate MODEL --samples NAME=FILE.npy ... -o X.tranges [--percentile P]"},
-	{"quantize", "wlower quantize MODEL --nbits 4 --block-size 32 [--symmetric] [--exclude NODE,...] -o OUT.onnx"},
-	{"sim", "wlower sim DIR --input NAME=FILE.npy ... --output-dir OUT [--compare NAME=REF.npy]"},
+	{"run", "wlower run MODEL|DIR --input NAME=FILE.npy ... --output-dir OUT [--threads N] [--reps N]", cmd_run},
+	{"calibrate", "wlower calibrate MODEL --samples NAME=FILE.npy ... -o X.tranges [--percentile P]", cmd_calibrate},
+	{"quantize", "wlower quantize MODEL --nbits 4 --block-size 32 [--symmetric] [--exclude NODE,...] -o OUT.onnx", cmd_quantize},
+	{"sim", "wlower sim DIR --input NAME=FILE.npy ... --output-dir OUT [--compare NAME=REF.npy]", NULL},
 };
 
 static int usage_error(const char *fmt, const char *arg)
@@ -70,7 +76,7 @@ static int bad_input(const Diag *d)
 
 typedef struct Options {
 	const char *model, *out, *emit, *tranges, *target;
-	bool print_weights, external_data, list_passes;
+	bool print_weights, external_data, list_passes, stats;
 	PipelineOptions pipe;
 } Options;
 
@@ -122,6 +128,7 @@ static int parse_args(int argc, char **argv, Options *o)
 		else if (strcmp(a, "--print-weights") == 0) o->print_weights = true;
 		else if (strcmp(a, "--external-data") == 0) o->external_data = true;
 		else if (strcmp(a, "--list-passes") == 0) o->list_passes = true;
+		else if (strcmp(a, "--stats") == 0) o->stats = true;
 		else if (a[0] == '-' && a[1] != 0)
 			return usage_error("unknown option '%s'", a);
 		else if (o->model)
@@ -148,6 +155,25 @@ static void list_passes(void)
 	}
 }
 
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void print_stats(const Module *m, double t_read, double t_pass, double t_write)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	size_t mapped = 0;
+	for (int i = 0; i < m->nmaps; i++)
+		mapped += m->maps[i].len;
+	fprintf(stderr, "stats: read %.1f ms, passes %.1f ms, write %.1f ms; "
+	        "arena %.1f MB, mapped %.1f MB, peak RSS %.1f MB\n",
+	        t_read, t_pass, t_write, arena_bytes(m->arena) / 1e6, mapped / 1e6, ru.ru_maxrss / 1e3);
+}
+
 /* The whole compiler, top to bottom. */
 static int compile(Options *o)
 {
@@ -156,8 +182,10 @@ static int compile(Options *o)
 	PrintOptions po = {.print_weights = o->print_weights};
 	o->pipe.print = po;
 
+	double t0 = now_ms();
 	if (model_read(o->model, &m, &d) != WL_OK)
 		return bad_input(&d);
+	double t1 = now_ms();
 	if (ir_verify(m, &d) != WL_OK) {
 		module_free(m);
 		return bad_input(&d);
@@ -166,6 +194,7 @@ static int compile(Options *o)
 		module_free(m);
 		return bad_input(&d);
 	}
+	double t2 = now_ms();
 	int rc = WL_OK;
 	if (strcmp(o->emit, "onnx") == 0) {
 		ExportOptions eo = {.all_external = o->external_data};
@@ -177,6 +206,8 @@ static int compile(Options *o)
 		if (rc == WL_OK && (fflush(stdout) != 0 || ferror(stdout)))
 			rc = diag_fail(&d, "<stdout>: write failed");
 	}
+	if (o->stats)
+		print_stats(m, t1 - t0, t2 - t1, now_ms() - t2);
 	module_free(m);
 	return rc == WL_OK ? 0 : bad_input(&d);
 }
@@ -189,6 +220,8 @@ int main(int argc, char **argv)
 	}
 	for (size_t k = 0; k < sizeof reserved / sizeof reserved[0]; k++)
 		if (strcmp(argv[1], reserved[k].name) == 0) {
+			if (reserved[k].fn)
+				return reserved[k].fn(argc - 1, argv + 1);
 			bool help = argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0);
 			FILE *f = help ? stdout : stderr;
 			fprintf(f, "usage: %s\n", reserved[k].synopsis);

@@ -138,6 +138,13 @@ static int verify_graph(V *vf, Graph *g)
 			return WL_ERR;
 		define(vf, g->inits[i]);
 	}
+	for (int i = 0; i < g->nsparse; i++) {
+		Value *v = graph_find_local(g, g->sparse_inits[i]->values->name);
+		if (!v)
+			return diag_fail(vf->d, "%s: sparse initializer '%s' has no value", path,
+			                 g->sparse_inits[i]->values->name);
+		define(vf, v);
+	}
 	FOR_NODES(g, n) {
 		if (n->prev != prev)
 			return diag_fail(vf->d, "%s: node list is corrupt at '%s'", path, nname(n));

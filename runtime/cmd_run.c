@@ -1,0 +1,331 @@
+/* cmd_run.c — `wlower run`: run a model with the float reference executor.
+ *
+ *   wlower run MODEL --input NAME=FILE.npy ... --output-dir DIR [--threads N] [--reps N]
+ *
+ * Reads MODEL (.onnx or .onnxtxt), binds every graph input from a .npy or an
+ * ONNX TensorProto .pb file, runs once, and writes DIR/<output>.npy for every
+ * graph output (each file written to a temporary name and renamed). With
+ * --reps N it runs N more timed repetitions after that first (warm-up) run
+ * and prints "median_ms=X" on stdout. Output file names are the output names
+ * with every character outside [A-Za-z0-9._-] (and a leading '.') replaced
+ * by '_' — the rule tests/oracle/ort_run.js follows too.
+ *
+ * Errors are one line naming the file and the input. An unknown, missing,
+ * mistyped or misshapen input is bad input (exit 1); a malformed command
+ * line (no '=', missing value, unknown option) is a usage error (exit 2).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "commands.h"
+#include "runtime/rt.h"
+
+static const char CMD[] = "run";
+
+static const char usage_run[] =
+"usage: wlower run MODEL|DIR --input NAME=FILE.npy ... --output-dir OUT [--threads N] [--reps N]\n"
+"\n"
+"Runs MODEL (.onnx, or .onnxtxt textual syntax) with the float reference\n"
+"executor and writes OUT/<output>.npy for every graph output (characters\n"
+"outside [A-Za-z0-9._-] in an output name become '_').\n"
+"\n"
+"  --input NAME=FILE     value of graph input NAME: a .npy file (float32, float16,\n"
+"                        int64, int32, int8, uint8, bool) or an ONNX TensorProto\n"
+"                        .pb file; every graph input must be given once\n"
+"  --output-dir OUT      folder for the outputs (created if missing)\n"
+"  --threads N           threads for the kernels (default: the online CPUs)\n"
+"  --reps N              after one warm-up run, run N timed repetitions and\n"
+"                        print median_ms=X on stdout\n"
+"  -h, --help            this help\n"
+"\n"
+"A compiled module directory (DIR) is not accepted yet.\n"
+"exit status: 0 success, 1 bad input (one line naming file and input), 2 usage error\n";
+
+typedef struct Binding {
+	char *name;
+	const char *file;
+	RTensor t;
+	bool loaded;
+} Binding;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+	size_t n = strlen(s), m = strlen(suf);
+	return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+/* The output file name rule shared with tests/oracle/ort_run.js. */
+static char *output_file_name(const char *dir, const char *name)
+{
+	size_t n = strlen(name);
+	char *base = malloc(n + 5);
+	if (!base)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		          c == '.' || c == '_' || c == '-';
+		base[i] = ok && !(i == 0 && c == '.') ? c : '_';
+	}
+	memcpy(base + n, ".npy", 5);
+	size_t len = strlen(dir) + 1 + n + 5;
+	char *path = malloc(len);
+	if (!path)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	snprintf(path, len, "%s/%s", dir, base);
+	free(base);
+	return path;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir, Diag *d)
+{
+	char *p = strdup(dir);
+	if (!p)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (char *s = p + 1;; s++) {
+		if (*s == '/' || *s == 0) {
+			char c = *s;
+			*s = 0;
+			if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+				int e = errno;
+				free(p);
+				return diag_fail(d, "%s: cannot create folder: %s", dir, strerror(e));
+			}
+			*s = c;
+			if (!c)
+				break;
+		}
+	}
+	free(p);
+	struct stat st;
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		return diag_fail(d, "%s: not a folder", dir);
+	return WL_OK;
+}
+
+static int load_tensor(const char *file, RTensor *t, Diag *d)
+{
+	if (ends_with(file, ".pb"))
+		return pb_tensor_read(file, t, d);
+	return npy_read(file, t, d);
+}
+
+/* "inputs: a, b, c" into buf */
+static const char *input_list(const Exec *e, char *buf, size_t n)
+{
+	size_t k = 0;
+	buf[0] = 0;
+	for (int i = 0; i < exec_input_count(e) && k + 1 < n; i++) {
+		int w = snprintf(buf + k, n - k, "%s%s", i ? ", " : "", exec_input(e, i)->name);
+		if (w < 0)
+			break;
+		k += (size_t)w;
+	}
+	return buf;
+}
+
+typedef struct RunArgs {
+	const char *model, *outdir;
+	Binding *b; int nb;
+	long threads, reps;
+} RunArgs;
+
+static int parse_run_args(int argc, char **argv, RunArgs *a)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *s = argv[i], *v;
+		int r;
+		if ((r = cmd_opt(CMD, "--input", argc, argv, &i, &v)) != 0) {
+			if (r < 0)
+				return CMD_USAGE;
+			Binding *nb = &a->b[a->nb];
+			if (!cmd_split_binding(v, &nb->name, &nb->file))
+				return cmd_usage(CMD, "--input '%s': expected NAME=FILE.npy", v);
+			for (int k = 0; k < a->nb; k++)
+				if (strcmp(a->b[k].name, nb->name) == 0) {
+					cmd_usage(CMD, "input '%s' given twice", nb->name);
+					free(nb->name);
+					return CMD_USAGE;
+				}
+			a->nb++;
+			continue;
+		}
+		if ((r = cmd_opt(CMD, "--output-dir", argc, argv, &i, &v)) != 0) {
+			if (r < 0)
+				return CMD_USAGE;
+			a->outdir = v;
+			continue;
+		}
+		if ((r = cmd_opt(CMD, "--threads", argc, argv, &i, &v)) != 0) {
+			if (r < 0 || cmd_int(CMD, "--threads", v, 1, 1024, &a->threads) < 0)
+				return CMD_USAGE;
+			continue;
+		}
+		if ((r = cmd_opt(CMD, "--reps", argc, argv, &i, &v)) != 0) {
+			if (r < 0 || cmd_int(CMD, "--reps", v, 0, 1000000, &a->reps) < 0)
+				return CMD_USAGE;
+			continue;
+		}
+		if (s[0] == '-' && s[1] != 0)
+			return cmd_usage(CMD, "unknown option '%s'", s);
+		if (a->model)
+			return cmd_usage(CMD, "more than one model given ('%s')", s);
+		a->model = s;
+	}
+	if (!a->model)
+		return cmd_usage(CMD, "no model given");
+	if (!a->outdir)
+		return cmd_usage(CMD, "no --output-dir given");
+	return CMD_OK;
+}
+
+/* Binds every input; the one-line error names file and input. */
+static int bind_inputs(Exec *e, RunArgs *a, Diag *d)
+{
+	char list[512];
+	for (int k = 0; k < a->nb; k++) {
+		Binding *b = &a->b[k];
+		bool known = false;
+		for (int i = 0; i < exec_input_count(e); i++)
+			known |= strcmp(exec_input(e, i)->name, b->name) == 0;
+		if (!known)
+			return diag_fail(d, "%s: input '%s' is not an input of %s (inputs: %s)", b->file, b->name,
+			                 a->model, input_list(e, list, sizeof list));
+		if (load_tensor(b->file, &b->t, d) != WL_OK) {
+			diag_prefix(d, "input '%s': ", b->name);
+			return WL_ERR;
+		}
+		b->loaded = true;
+		if (exec_bind(e, b->name, &b->t, d) != WL_OK) {
+			size_t l = strlen(d->msg);
+			snprintf(d->msg + l, sizeof d->msg - l, " (%s)", b->file);
+			return WL_ERR;
+		}
+	}
+	for (int i = 0; i < exec_input_count(e); i++) {
+		const Value *v = exec_input(e, i);
+		bool given = false;
+		for (int k = 0; k < a->nb; k++)
+			given |= strcmp(a->b[k].name, v->name) == 0;
+		if (!given) {
+			char ty[256];
+			return diag_fail(d, "%s: input '%s' (%s) not given: add --input %s=FILE.npy", a->model,
+			                 v->name, cmd_describe_value(v, ty, sizeof ty), v->name);
+		}
+	}
+	return WL_OK;
+}
+
+static int write_outputs(Exec *e, const char *dir, Diag *d)
+{
+	if (make_dirs(dir, d) != WL_OK)
+		return WL_ERR;
+	int n = exec_output_count(e);
+	char **paths = calloc((size_t)n + 1, sizeof *paths);
+	if (!paths)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	int rc = WL_OK;
+	for (int i = 0; i < n && rc == WL_OK; i++) {
+		paths[i] = output_file_name(dir, exec_output_name(e, i));
+		for (int k = 0; k < i; k++)
+			if (strcmp(paths[k], paths[i]) == 0)
+				rc = diag_fail(d, "outputs '%s' and '%s' both map to the file %s", exec_output_name(e, k),
+				               exec_output_name(e, i), paths[i]);
+	}
+	for (int i = 0; i < n && rc == WL_OK; i++)
+		if (npy_write(paths[i], exec_output(e, i), d) != WL_OK) {
+			diag_prefix(d, "output '%s': ", exec_output_name(e, i));
+			rc = WL_ERR;
+		}
+	for (int i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+	return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			fputs(usage_run, stdout);
+			return CMD_OK;
+		}
+	RunArgs a = {.threads = 0, .reps = 0};
+	a.b = calloc((size_t)argc + 1, sizeof *a.b);
+	if (!a.b)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	int rc = parse_run_args(argc, argv, &a);
+	Diag d = {0};
+	Module *m = NULL;
+	Exec *e = NULL;
+	if (rc != CMD_OK)
+		goto out;
+	rc = CMD_BAD_INPUT;
+	struct stat st;
+	if (stat(a.model, &st) == 0 && S_ISDIR(st.st_mode)) {
+		diag_fail(&d, "%s: is a directory: running a compiled module directory is not supported "
+		          "yet (give a .onnx or .onnxtxt model)", a.model);
+		goto fail;
+	}
+	if (model_read(a.model, &m, &d) != WL_OK || ir_verify(m, &d) != WL_OK)
+		goto fail;
+	if (exec_new(m, a.threads ? (int)a.threads : cmd_default_threads(), &e, &d) != WL_OK)
+		goto fail;
+	if (bind_inputs(e, &a, &d) != WL_OK)
+		goto fail;
+	if (exec_run(e, &d) != WL_OK)
+		goto fail;
+	if (a.reps > 0) {
+		double *t = malloc((size_t)a.reps * sizeof *t);
+		if (!t)
+			wl_die(__FILE__, __LINE__, "out of memory");
+		for (long r = 0; r < a.reps; r++) {
+			double t0 = now_ms();
+			if (exec_run(e, &d) != WL_OK) {
+				free(t);
+				goto fail;
+			}
+			t[r] = now_ms() - t0;
+		}
+		qsort(t, (size_t)a.reps, sizeof *t, cmp_double);
+		double med = a.reps % 2 ? t[a.reps / 2] : (t[a.reps / 2 - 1] + t[a.reps / 2]) / 2;
+		printf("median_ms=%.3f\n", med);
+		fflush(stdout);
+		free(t);
+	}
+	if (write_outputs(e, a.outdir, &d) != WL_OK)
+		goto fail;
+	rc = CMD_OK;
+	goto out;
+fail:
+	cmd_error(CMD, &d);
+out:
+	if (e)
+		exec_free(e);
+	for (int k = 0; k < a.nb; k++) {
+		if (a.b[k].loaded)
+			rt_free(&a.b[k].t);
+		free(a.b[k].name);
+	}
+	free(a.b);
+	if (m)
+		module_free(m);
+	return rc;
+}
