@@ -37,6 +37,10 @@ int file_map(const char *path, MappedFile *mf, Diag *d)
 	close(fd);
 	if (p == MAP_FAILED)
 		return diag_fail(d, "%s: cannot map: %s", path, strerror(e));
+	/* Weights are read later, by whoever needs them; the importer touches
+	 * only message headers. Without this hint, read-around (8 MB here) and
+	 * large page-cache folios make import fault in most of a model. */
+	madvise(p, (size_t)st.st_size, MADV_RANDOM);
 	mf->addr = p;
 	mf->len = (size_t)st.st_size;
 	return WL_OK;

@@ -162,16 +162,22 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static void print_stats(const Module *m, double t_read, double t_pass, double t_write)
+static long peak_rss_kb(void)
 {
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+static void print_stats(const Module *m, double t_read, long rss_read, double t_pass, double t_write)
+{
 	size_t mapped = 0;
 	for (int i = 0; i < m->nmaps; i++)
 		mapped += m->maps[i].len;
-	fprintf(stderr, "stats: read %.1f ms, passes %.1f ms, write %.1f ms; "
+	fprintf(stderr, "stats: read %.1f ms (peak RSS %.1f MB after read), passes %.1f ms, write %.1f ms; "
 	        "arena %.1f MB, mapped %.1f MB, peak RSS %.1f MB\n",
-	        t_read, t_pass, t_write, arena_bytes(m->arena) / 1e6, mapped / 1e6, ru.ru_maxrss / 1e3);
+	        t_read, rss_read / 1e3, t_pass, t_write, arena_bytes(m->arena) / 1e6, mapped / 1e6,
+	        peak_rss_kb() / 1e3);
 }
 
 /* The whole compiler, top to bottom. */
@@ -186,6 +192,7 @@ static int compile(Options *o)
 	if (model_read(o->model, &m, &d) != WL_OK)
 		return bad_input(&d);
 	double t1 = now_ms();
+	long rss_read = peak_rss_kb();
 	if (ir_verify(m, &d) != WL_OK) {
 		module_free(m);
 		return bad_input(&d);
@@ -207,7 +214,7 @@ static int compile(Options *o)
 			rc = diag_fail(&d, "<stdout>: write failed");
 	}
 	if (o->stats)
-		print_stats(m, t1 - t0, t2 - t1, now_ms() - t2);
+		print_stats(m, t1 - t0, rss_read, t2 - t1, now_ms() - t2);
 	module_free(m);
 	return rc == WL_OK ? 0 : bad_input(&d);
 }

@@ -448,7 +448,7 @@ def main(argv=None):
 
     # inputs: mel-like features in Whisper's range, the prompt ids, encoder output from the seeded encoder
     if a.samples:  # the first calibration sample (real log-mel) as the reference input
-        feats = torch.from_numpy(np.ascontiguousarray(np.load(a.samples, mmap_mode="r")[:1]))
+        feats = torch.from_numpy(np.array(np.load(a.samples, mmap_mode="r")[:1]))
     else:
         feats = torch.from_numpy((g.standard_normal((1, N_MELS, a.frames)) * 0.4 - 0.2).clip(-1.5, 1.5)
                                  .astype(np.float32))
