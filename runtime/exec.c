@@ -34,6 +34,10 @@
 
 enum { SLOT_NODE = 0, SLOT_INPUT = 1, SLOT_INIT = 2 };
 
+/* Limits that turn absurd shapes (from bad data) into errors, not OOM. */
+#define MAX_TENSOR_BYTES ((size_t)4 << 30)
+#define MAX_ARENA_BYTES ((size_t)16 << 30)
+
 typedef struct Slot {
 	const Value *v;
 	int kind;
@@ -529,6 +533,10 @@ static int node_infer(Exec *e, ENode *en, KCall *c, Diag *d)
 			en->pout[j]->dtype = DT_UNDEFINED;
 			en->pout[j]->ndim = -1;
 		}
+	for (int j = 0; j < en->nin && j < 32; j++)
+		if ((en->k->data_inputs >> j & 1) && en->pin[j] && en->pin[j]->nbytes && !en->pin[j]->data)
+			return diag_fail(d, "%s: node '%s' (%s): input '%s' has no value yet", mpath(e),
+			                 en->n->name ? en->n->name : "", en->n->op_type, kin_name(c, j));
 	if (en->k->infer(c, d) != WL_OK)
 		return WL_ERR;
 	for (int j = 0; j < en->nout; j++) {
@@ -550,10 +558,15 @@ static int node_infer(Exec *e, ENode *en, KCall *c, Diag *d)
 		}
 		o->nbytes = dtype_nbytes(o->dtype, n);
 		o->owned = false;
-		if (o->nbytes > ((size_t)1 << 40))
-			return diag_fail(d, "%s: node '%s' (%s): output '%s' needs %zu bytes", mpath(e),
-			                 en->n->name ? en->n->name : "", en->n->op_type, kout_name(c, j), o->nbytes);
+		if (o->nbytes > MAX_TENSOR_BYTES)
+			return diag_fail(d, "%s: node '%s' (%s): output '%s' would need %zu bytes (limit %zu)", mpath(e),
+			                 en->n->name ? en->n->name : "", en->n->op_type, kout_name(c, j), o->nbytes,
+			                 MAX_TENSOR_BYTES);
 	}
+	if (c->scratch > MAX_TENSOR_BYTES || c->shared > MAX_TENSOR_BYTES)
+		return diag_fail(d, "%s: node '%s' (%s): needs %zu bytes of scratch", mpath(e),
+		                 en->n->name ? en->n->name : "", en->n->op_type,
+		                 c->scratch > c->shared ? c->scratch : c->shared);
 	en->scratch = c->scratch;
 	en->shared = c->shared;
 	return WL_OK;
@@ -608,8 +621,15 @@ int exec_prepare(Exec *e, Diag *d)
 		KCall c;
 		if (node_infer(e, en, &c, d) != WL_OK)
 			return WL_ERR;
-		if (en->plan_run && run_with_dyn(e, en, &c, d) != WL_OK)
-			return WL_ERR;
+		if (en->plan_run) {
+			if (run_with_dyn(e, en, &c, d) != WL_OK)
+				return WL_ERR;
+		} else {
+			/* not computed while planning: no stale pointers */
+			for (int j = 0; j < en->nout; j++)
+				if (en->pout[j])
+					en->pout[j]->data = NULL;
+		}
 	}
 	/* 2. arena */
 	int *order = malloc(sizeof(int) * (size_t)(e->nslots + 1));
@@ -657,6 +677,8 @@ int exec_prepare(Exec *e, Diag *d)
 	free(live);
 	free(placed);
 	free(order);
+	if (total > MAX_ARENA_BYTES)
+		return diag_fail(d, "%s: the activations would need %zu bytes (limit %zu)", mpath(e), total, MAX_ARENA_BYTES);
 	/* 3. scratch */
 	size_t sc = 0, sh = 0;
 	for (int i = 0; i < e->nnodes; i++) {

@@ -149,7 +149,11 @@ typedef float ufloat __attribute__((aligned(1)));
  *   verff  odd/even rational approximation on [-4, 4] (the form Eigen
  *          uses): <= 7 ulp, absolute error <= 4.3e-7 (measured against
  *          double erf on a 1e-5 grid) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define KCLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("O3")))
+#else
+#define KCLONES
+#endif
 
 static inline __attribute__((always_inline)) float vexpf(float x)
 {

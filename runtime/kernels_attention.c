@@ -634,7 +634,7 @@ static int mha_run(KCall *c, Diag *d)
 /* unaligned_ok: inputs are read through ufloat or memcpy-based accessors */
 const Kernel kernels_attention[] = {
 	{"com.microsoft", "RotaryEmbedding", NULL, rot_infer, rot_run, 0, false, ~0u},
-	{"com.microsoft", "GroupQueryAttention", NULL, gqa_infer, gqa_run, 0, false, ~0u},
+	{"com.microsoft", "GroupQueryAttention", NULL, gqa_infer, gqa_run, (1u << 5) | (1u << 6), false, ~0u},
 	{"com.microsoft", "MultiHeadAttention", NULL, mha_infer, mha_run, 0, false, ~0u},
 	{0},
 };

@@ -29,7 +29,11 @@ enum { MR = 8, NR = 32, KC = 256, MC = 256, NC = 256 };
 typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias));
 typedef float v16u __attribute__((vector_size(64), aligned(1), may_alias));
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CLONES
+#endif
 
 /* ---------------------------------------------------------------- packing */
 
@@ -210,7 +214,8 @@ ukr(int64_t kc, const ufloat *const a[MR], const float *bp, float *c, int64_t ld
 
 typedef struct GemmJob {
 	const GemmArgs *g;
-	int64_t tm, tn;             /* tiles in M and N */
+	int64_t tm, tn;             /* task grid over M chunks and N tiles */
+	int64_t mch, nc;            /* M chunk height, N tile width */
 	void *scratch;
 	size_t stride;
 } GemmJob;
@@ -220,14 +225,16 @@ size_t gemm_scratch(void)
 	return (size_t)(KC * NC + MC * KC) * sizeof(float) + 128;
 }
 
+/* One task: rows [m0, m1) x columns [n0, n0 + nc) of one batch element. The
+ * B slice is packed once per k chunk and reused by every row of the task. */
 CLONES
-static void gemm_task(const GemmArgs *g, int64_t t, int64_t tm, int64_t tn, float *packb, float *packa)
+static void gemm_task(const GemmJob *j, int64_t t, float *packb, float *packa)
 {
-	int64_t b = t / (tm * tn), r = t % (tm * tn);
-	int64_t mi = r / tn, ni = r % tn;
-	int64_t m0 = mi * MC, n0 = ni * NC;
-	int64_t mc = g->M - m0 < MC ? g->M - m0 : MC;
-	int64_t nc = g->N - n0 < NC ? g->N - n0 : NC;
+	const GemmArgs *g = j->g;
+	int64_t b = t / (j->tm * j->tn), r = t % (j->tm * j->tn);
+	int64_t mi = r / j->tn, ni = r % j->tn;
+	int64_t m0 = mi * j->mch, m1 = m0 + j->mch < g->M ? m0 + j->mch : g->M;
+	int64_t n0 = ni * j->nc, nc = g->N - n0 < j->nc ? g->N - n0 : j->nc;
 	const ufloat *A = g->a + (g->a_off ? g->a_off[b] : 0);
 	float *C = g->c + (g->c_off ? g->c_off[b] : 0);
 	int64_t boff = g->b_off ? g->b_off[b] : 0;
@@ -235,34 +242,37 @@ static void gemm_task(const GemmArgs *g, int64_t t, int64_t tm, int64_t tn, floa
 		int64_t kc = g->K - k0 < KC ? g->K - k0 : KC;
 		bool first = k0 == 0, last = k0 + kc >= g->K;
 		pack_b(g->b, boff, k0, kc, n0, nc, packb);
-		const ufloat *ab;
-		int64_t lda;
-		if (g->trans_a) {
-			for (int64_t i = 0; i < mc; i++)
-				for (int64_t k = 0; k < kc; k++)
-					packa[i * kc + k] = A[(k0 + k) * g->lda + m0 + i];
-			ab = packa;
-			lda = kc;
-		} else {
-			ab = A + m0 * g->lda + k0;
-			lda = g->lda;
-		}
-		for (int64_t p = 0; p * NR < nc; p++) {
-			const float *bp = packb + p * kc * NR;
-			int nr = nc - p * NR < NR ? (int)(nc - p * NR) : NR;
-			const ufloat *bias = (last && g->bias) ? g->bias + n0 + p * NR : NULL;
-			float biasbuf[NR];
-			if (bias && nr < NR) {
-				memset(biasbuf, 0, sizeof biasbuf);
-				memcpy(biasbuf, bias, (size_t)nr * sizeof(float));
-				bias = biasbuf;
+		for (int64_t mb = m0; mb < m1; mb += MC) {
+			int64_t mc = m1 - mb < MC ? m1 - mb : MC;
+			const ufloat *ab;
+			int64_t lda;
+			if (g->trans_a) {
+				for (int64_t i = 0; i < mc; i++)
+					for (int64_t k = 0; k < kc; k++)
+						packa[i * kc + k] = A[(k0 + k) * g->lda + mb + i];
+				ab = packa;
+				lda = kc;
+			} else {
+				ab = A + mb * g->lda + k0;
+				lda = g->lda;
 			}
-			for (int64_t i = 0; i < mc; i += MR) {
-				int mr = mc - i < MR ? (int)(mc - i) : MR;
-				const ufloat *arow[MR];
-				for (int q = 0; q < MR; q++)
-					arow[q] = ab + (i + (q < mr ? q : 0)) * lda;
-				ukr(kc, arow, bp, C + (m0 + i) * g->ldc + n0 + p * NR, g->ldc, mr, nr, first, bias);
+			for (int64_t p = 0; p * NR < nc; p++) {
+				const float *bp = packb + p * kc * NR;
+				int nr = nc - p * NR < NR ? (int)(nc - p * NR) : NR;
+				const ufloat *bias = (last && g->bias) ? g->bias + n0 + p * NR : NULL;
+				float biasbuf[NR];
+				if (bias && nr < NR) {
+					memset(biasbuf, 0, sizeof biasbuf);
+					memcpy(biasbuf, bias, (size_t)nr * sizeof(float));
+					bias = biasbuf;
+				}
+				for (int64_t i = 0; i < mc; i += MR) {
+					int mr = mc - i < MR ? (int)(mc - i) : MR;
+					const ufloat *arow[MR];
+					for (int q = 0; q < MR; q++)
+						arow[q] = ab + (i + (q < mr ? q : 0)) * lda;
+					ukr(kc, arow, bp, C + (mb + i) * g->ldc + n0 + p * NR, g->ldc, mr, nr, first, bias);
+				}
 			}
 		}
 	}
@@ -333,7 +343,7 @@ static void gemm_par(void *ctx, int64_t t0, int64_t t1, int tid)
 	float *packb = (float *)(((uintptr_t)s + 63) & ~(uintptr_t)63);
 	float *packa = packb + KC * NC;
 	for (int64_t t = t0; t < t1; t++)
-		gemm_task(j->g, t, j->tm, j->tn, packb, packa);
+		gemm_task(j, t, packb, packa);
 }
 
 static void gemv_par(void *ctx, int64_t t0, int64_t t1, int tid)
@@ -361,7 +371,7 @@ void gemm_run(ThreadPool *pool, void *scratch_base, size_t scratch_stride, const
 		}
 		return;
 	}
-	GemmJob j = {g, 0, 0, scratch_base, scratch_stride};
+	GemmJob j = {.g = g, .scratch = scratch_base, .stride = scratch_stride};
 	/* GEMV needs K floats of scratch for a dequantized column */
 	bool gemv = g->M <= 2 && g->b->kind != GB_IM2COL &&
 	            (g->b->kind != GB_NBITS || (size_t)g->K * sizeof(float) + 64 <= gemm_scratch());
@@ -372,8 +382,25 @@ void gemm_run(ThreadPool *pool, void *scratch_base, size_t scratch_stride, const
 		tasks = g->batch * j.tn;
 		fn = gemv_par;
 	} else {
-		j.tm = (g->M + MC - 1) / MC;
+		/* Enough tasks for the threads (3 each), N tiles first: every task
+		 * packs its B slice once. The grid never changes a result: each
+		 * element is summed in the same k order in any task. */
+		int64_t want = pool ? 3 * (int64_t)threadpool_threads(pool) : 1;
+		j.nc = NC;
 		j.tn = (g->N + NC - 1) / NC;
+		if (g->batch * j.tn < want) {
+			int64_t per = (want + g->batch - 1) / g->batch;
+			int64_t w = (g->N + per - 1) / per;
+			j.nc = (w + NR - 1) / NR * NR;
+			j.tn = (g->N + j.nc - 1) / j.nc;
+		}
+		j.tm = 1;
+		j.mch = g->M;
+		if (g->batch * j.tn < want) {
+			int64_t tm = (want + g->batch * j.tn - 1) / (g->batch * j.tn);
+			j.mch = ((g->M + tm - 1) / tm + MR - 1) / MR * MR;
+			j.tm = (g->M + j.mch - 1) / j.mch;
+		}
 		tasks = g->batch * j.tm * j.tn;
 		fn = gemm_par;
 	}
@@ -464,9 +491,12 @@ static int matmul_infer(KCall *c, Diag *d)
 	if (r > RT_MAX_DIMS)
 		return kfail(c, d, "result has too many dimensions");
 	set_out(c->out[0], A->dtype, r, od);
-	if (A->dtype == DT_FLOAT) {
+	if (A->dtype == DT_FLOAT || A->dtype == DT_FLOAT16 || A->dtype == DT_BFLOAT16) {
 		c->scratch = gemm_scratch();
-		c->shared = (size_t)s.batch * 3 * sizeof(int64_t);
+		c->shared = ALIGN64((size_t)s.batch * 3 * sizeof(int64_t));
+		if (A->dtype != DT_FLOAT)   /* 16-bit floats: converted, summed in float32 */
+			c->shared += ALIGN64((size_t)rt_numel(A) * 4) + ALIGN64((size_t)rt_numel(B) * 4) +
+			             ALIGN64((size_t)(s.batch * s.M * s.N) * 4);
 	}
 	return WL_OK;
 }
@@ -499,8 +529,8 @@ static int matmul_run(KCall *c, Diag *d)
 		return WL_ERR;
 	if (s.batch == 0 || s.M == 0 || s.N == 0)
 		return WL_OK;
-	if (A->dtype != DT_FLOAT) {
-		/* generic: naive, in double (floats) or int64 (integers) */
+	if (A->dtype != DT_FLOAT && A->dtype != DT_FLOAT16 && A->dtype != DT_BFLOAT16) {
+		/* generic: naive, in double (double) or int64 (integers) */
 		int64_t idx[RT_MAX_DIMS] = {0};
 		bool fl = dt_is_float(A->dtype);
 		for (int64_t b = 0; b < s.batch; b++) {
@@ -535,9 +565,20 @@ static int matmul_run(KCall *c, Diag *d)
 		}
 		return WL_OK;
 	}
-	GemmB gb = {.kind = GB_ROWS, .b = B->data, .ldb = s.N};
-	GemmArgs g = {.M = s.M, .N = s.N, .K = s.K, .batch = s.batch, .a = A->data, .lda = s.K,
-	              .b = &gb, .c = Y->data, .ldc = s.N};
+	const ufloat *ad = A->data, *bd = B->data;
+	float *yd = Y->data;
+	char *sh = (char *)c->shared_base + ALIGN64((size_t)s.batch * 3 * sizeof(int64_t));
+	if (A->dtype != DT_FLOAT) {
+		float *af = (float *)sh, *bf = (float *)(sh + ALIGN64((size_t)rt_numel(A) * 4));
+		yd = (float *)((char *)bf + ALIGN64((size_t)rt_numel(B) * 4));
+		to_float(A, af);
+		to_float(B, bf);
+		ad = af;
+		bd = bf;
+	}
+	GemmB gb = {.kind = GB_ROWS, .b = bd, .ldb = s.N};
+	GemmArgs g = {.M = s.M, .N = s.N, .K = s.K, .batch = s.batch, .a = ad, .lda = s.K,
+	              .b = &gb, .c = yd, .ldc = s.N};
 	bool b_shared = true, a_dense = true;
 	for (int i = 0; i < s.nb; i++) {
 		if (s.bstr[i] != 0 && s.bdims[i] != 1)
@@ -557,6 +598,11 @@ static int matmul_run(KCall *c, Diag *d)
 		g.c_off = co;
 	}
 	gemm_run(c->pool, c->scratch_base, c->scratch_stride, &g);
+	if (A->dtype != DT_FLOAT) {
+		int64_t n = s.batch * s.M * s.N;
+		for (int64_t i = 0; i < n; i++)
+			set_f64(Y->data, Y->dtype, i, yd[i]);
+	}
 	return WL_OK;
 }
 

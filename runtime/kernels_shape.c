@@ -51,6 +51,8 @@ static int reshape_infer(KCall *c, Diag *d)
 		} else if (shp[i] < 0) {
 			return kfail(c, d, "tensor '%s': bad dimension %lld", kin_name(c, 1), (long long)shp[i]);
 		} else {
+			if (shp[i] > 0 && known > INT64_MAX / shp[i])
+				return kfail(c, d, "tensor '%s': shape too large", kin_name(c, 1));
 			known *= shp[i];
 		}
 	}
@@ -682,8 +684,8 @@ static int tile_infer(KCall *c, Diag *d)
 	if (n != x->ndim)
 		return kfail(c, d, "repeats has %d entries for rank %d", n, x->ndim);
 	for (int i = 0; i < n; i++) {
-		if (rep[i] < 0)
-			return kfail(c, d, "negative repeat");
+		if (rep[i] < 0 || (x->dims[i] > 0 && rep[i] > INT64_MAX / 16 / x->dims[i]))
+			return kfail(c, d, "tensor '%s': bad repeat %lld", kin_name(c, 1), (long long)rep[i]);
 		od[i] = x->dims[i] * rep[i];
 	}
 	set_out(c->out[0], x->dtype, n, od);
@@ -752,6 +754,9 @@ static int pad_infer(KCall *c, Diag *d)
 	if (pad_params(c, d, pb, pe))
 		return WL_ERR;
 	for (int i = 0; i < x->ndim; i++) {
+		if (pb[i] > ((int64_t)1 << 40) || pe[i] > ((int64_t)1 << 40) || pb[i] < -((int64_t)1 << 40) ||
+		    pe[i] < -((int64_t)1 << 40))
+			return kfail(c, d, "pads too large");
 		od[i] = x->dims[i] + pb[i] + pe[i];
 		if (od[i] < 0)
 			return kfail(c, d, "pads remove more than the dimension");

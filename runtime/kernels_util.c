@@ -241,12 +241,12 @@ void set_i64(void *p, int dt, int64_t i, int64_t v)
 
 double scalar_f64(const RTensor *t)
 {
-	return rt_numel(t) > 0 ? get_f64(t->data, t->dtype, 0) : 0;
+	return (rt_numel(t) > 0 && t->data) ? get_f64(t->data, t->dtype, 0) : 0;
 }
 
 int64_t scalar_i64(const RTensor *t)
 {
-	return rt_numel(t) > 0 ? get_i64(t->data, t->dtype, 0) : 0;
+	return (rt_numel(t) > 0 && t->data) ? get_i64(t->data, t->dtype, 0) : 0;
 }
 
 int read_ints(const KCall *c, int slot, int64_t *out, int max, int *count, Diag *d)
@@ -260,6 +260,8 @@ int read_ints(const KCall *c, int slot, int64_t *out, int max, int *count, Diag 
 	int64_t n = rt_numel(t);
 	if (n > max)
 		return kfail(c, d, "tensor '%s': %lld values (at most %d)", kin_name(c, slot), (long long)n, max);
+	if (n > 0 && !t->data)
+		return kfail(c, d, "tensor '%s': value not available (internal: undeclared data input)", kin_name(c, slot));
 	for (int64_t i = 0; i < n; i++)
 		out[i] = get_i64(t->data, t->dtype, i);
 	*count = (int)n;
@@ -296,8 +298,7 @@ int broadcast_shapes(const KCall *c, Diag *d, int n, RTensor *const *ts, int *nd
 				dims[off + k] = b;
 				continue;
 			}
-			char b1[96], b2[96];
-			(void)b1;
+			char b2[96];
 			return kfail(c, d, "tensor '%s' %s does not broadcast with the other inputs (dim %d: %lld vs %lld)",
 			             kin_name(c, i), kdesc(ts[i], b2), k, (long long)b, (long long)a);
 		}

@@ -64,9 +64,13 @@ void parallel_for(ThreadPool *p, int64_t n, int64_t grain, ParallelFn fn, void *
 
 /* ---------------------------------------------------------------- exec.c */
 /* The float reference executor. exec_new checks every node has a kernel (an
- * op without one is an error naming the node) and plans buffers; shapes are
- * resolved when inputs are bound (symbolic dims allowed), and buffers are
- * allocated then, not inside exec_run. The Module must outlive the Exec. */
+ * op without one is an error naming the node: "M: node 'N' (Op): no
+ * reference kernel for this op"). Shapes are resolved from the bound inputs
+ * (symbolic dims allowed) and one arena is planned for them (exec_prepare);
+ * exec_run plans only when the bound shapes, or the values of inputs that
+ * decide shapes, differ from the last plan, so it does not allocate in
+ * steady state. Initializers are read in place. The Module must outlive the
+ * Exec. threads <= 0: one per online CPU. */
 typedef struct Exec Exec;
 int exec_new(Module *m, int threads, Exec **out, Diag *d);
 void exec_free(Exec *e);

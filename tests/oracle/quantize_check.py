@@ -15,7 +15,11 @@ an activation (left alone) and one excluded by name. For each variant
      to be identical;
   3. dequantizes the written weights ((q - zp) * scale) into a float model
      with plain MatMuls, runs both models with ONNX Runtime (ort_run.js) and
-     requires max |quantized - dequantized float| <= 1e-5.
+     requires max |quantized - dequantized float| <= 1e-5 (on the built-in
+     graph: they agree exactly), or 1e-5 * max(1, peak) for a --model, peak =
+     max |output| (on a
+     4-layer decoder with a 51865-wide head, ONNX Runtime's MatMulNBits and
+     its float GEMM round differently by ~1e-5 on logits of magnitude ~7).
 
 Prints one line per variant and exits 1 on any failure.
 """
@@ -146,7 +150,7 @@ def dequantize(packed, scales, zp, K, N, block):
     return np.ascontiguousarray(w.reshape(N, kb * block)[:, :K].T.astype(np.float32))
 
 
-def check_variant(wlower, src, feeds, work, tag, block, symmetric, exclude):
+def check_variant(wlower, src, feeds, work, tag, block, symmetric, exclude, relative):
     qpath = os.path.join(work, tag + ".onnx")
     cmd = [wlower, "quantize", src, "-o", qpath, "--nbits", "4", "--block-size", str(block)]
     if symmetric:
@@ -208,16 +212,21 @@ def check_variant(wlower, src, feeds, work, tag, block, symmetric, exclude):
             print("%s: FAIL ort_run.js on %s: %s" % (tag, path, r.stderr.strip()))
             return False
         outs[which] = od
-    worst = 0.0
+    worst = peak = 0.0
     for f in sorted(os.listdir(outs["deq"])):
         a = np.load(os.path.join(outs["q"], f)).astype(np.float64)
         b = np.load(os.path.join(outs["deq"], f)).astype(np.float64)
+        if not np.issubdtype(b.dtype, np.floating):
+            continue
         worst = max(worst, float(np.max(np.abs(a - b))))
-    if worst > TOL:
-        problems.append("ORT MatMulNBits vs dequantized float MatMul: max abs %.3g > %g" % (worst, TOL))
+        peak = max(peak, float(np.max(np.abs(b))))
+    tol = TOL * max(1.0, peak) if relative else TOL
+    if worst > tol:
+        problems.append("ORT MatMulNBits vs dequantized float MatMul: max abs %.3g > %g" % (worst, tol))
     status = "ok" if not problems else "FAIL"
-    print("%s: %s: %d MatMulNBits, bytes %s onnxruntime's quantizer, ORT max_abs(nbits - float)=%.3g"
-          % (tag, status, nq, "==" if not any("differ" in p for p in problems) else "!=", worst))
+    print("%s: %s: %d MatMulNBits, bytes %s onnxruntime's quantizer, ORT max_abs(nbits - float)=%.3g "
+          "(peak %.3g, tolerance %.3g)"
+          % (tag, status, nq, "==" if not any("differ" in p for p in problems) else "!=", worst, peak, tol))
     for p in problems:
         print("  " + p)
     return not problems
@@ -249,7 +258,7 @@ def main():
     for block in args.block_size or [16, 32, 64]:
         for sym in (False, True):
             tag = "%s_b%d_%s" % (os.path.splitext(os.path.basename(src))[0], block, "sym" if sym else "asym")
-            ok &= check_variant(args.wlower, src, feeds, args.workdir, tag, block, sym, exclude)
+            ok &= check_variant(args.wlower, src, feeds, args.workdir, tag, block, sym, exclude, bool(args.model))
     return 0 if ok else 1
 
 

@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """run_oracle.py — `wlower run` against ONNX Runtime on generated models.
 
-    run_oracle.py WLOWER WORKDIR [--full] [--only SUBSTR] [--threads N] [--no-quantize]
+    run_oracle.py WLOWER WORKDIR [--full | --light] [--only SUBSTR] [--threads N] [--no-quantize]
 
 Models (examples/models generators, run with /usr/bin/python3, seeded):
   whisper tiny  opset 14 and 17 x attention scale style q and qk, and whisper
                 base (opset 17, q): encoder_model, decoder_prefill, decoder_with_past;
                 small variants (1 layer, 200 frames, vocab 1000) unless --full
                 (4/6 layers, 3000 frames, vocab 51865)
-  qwen2         prefill and single-token graphs (when examples/models/qwen2.py exists)
+  qwen2         prefill and single-token graphs (when examples/models/qwen2.py exists):
+                small (2 layers, hidden 384, 6/2 heads, vocab 1000) unless --full
+                (the Qwen2-1.5B shapes, 1 layer, the 151936-wide LM head)
   ops           a graph built here with onnx.helper (Conv, LayerNorm, Softmax, Gather,
                 Where/Trilu masks, Split, Expand, ... ) for ops the exports above miss
 and, for each, its MatMulNBits variant made by `wlower quantize` (4 bits, block 32).
@@ -51,6 +53,16 @@ class Tally:
     def fail(self, what, why):
         self.failed.append(what)
         print("FAIL %s: %s" % (what, why), flush=True)
+
+
+def brief(stderr):
+    """The telling part of a failed command's stderr: its first error-looking
+    line (a sanitizer report starts with one) and its last line."""
+    lines = [l for l in stderr.strip().splitlines() if l.strip()]
+    if not lines:
+        return "(no message)"
+    first = next((l for l in lines if "error" in l.lower()), lines[0])
+    return first.strip()[:300] + ("" if first == lines[-1] else " ... " + lines[-1].strip()[:300])
 
 
 def sh(cmd, timeout=3600, **kw):
@@ -109,11 +121,11 @@ def compare_model(args, tally, label, model, feeds, work):
         cmd += ["--input", f]
     r, tw = sh(cmd)
     if r.returncode != 0:
-        tally.fail(label, "wlower run exited %d: %s" % (r.returncode, r.stderr.strip()[-500:]))
+        tally.fail(label, "wlower run exited %d: %s" % (r.returncode, brief(r.stderr)))
         return
     r, to = sh(["node", os.path.join(HERE, "ort_run.js"), model, odir, "--threads", str(args.threads)] + feeds)
     if r.returncode != 0:
-        tally.fail(label, "ort_run.js exited %d: %s" % (r.returncode, r.stderr.strip()[-500:]))
+        tally.fail(label, "ort_run.js exited %d: %s" % (r.returncode, brief(r.stderr)))
         return
     r, _ = sh([PY, os.path.join(HERE, "compare.py"), odir, wdir, "--psnr", str(PSNR_MIN), "--label", label])
     sys.stdout.write(r.stdout)
@@ -128,7 +140,7 @@ def quantized(args, tally, label, model, work):
     q = os.path.join(work, os.path.basename(model)[:-5] + ".nbits.onnx")
     r, _ = sh([args.wlower, "quantize", model, "-o", q, "--nbits", "4", "--block-size", "32"])
     if r.returncode != 0:
-        tally.fail(label + "+nbits", "wlower quantize exited %d: %s" % (r.returncode, r.stderr.strip()))
+        tally.fail(label + "+nbits", "wlower quantize exited %d: %s" % (r.returncode, brief(r.stderr)))
         return None
     return q
 
@@ -137,7 +149,7 @@ def check_result(tally, what, r):
     if r.returncode == 0:
         tally.ok(what)
     else:
-        tally.fail(what, r.stderr.strip()[-500:] or "see above")
+        tally.fail(what, brief(r.stderr) if r.stderr.strip() else "see above")
 
 
 def run_generated(args, tally, tag, gen_cmd, outdir):
@@ -252,6 +264,8 @@ def main():
     ap.add_argument("wlower")
     ap.add_argument("workdir")
     ap.add_argument("--full", action="store_true", help="full-size graphs (slow)")
+    ap.add_argument("--light", action="store_true",
+                    help="one whisper variant (tiny, opset 17, q) instead of five (sanitizer builds)")
     ap.add_argument("--only", help="only labels containing this")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-quantize", action="store_true", help="skip the MatMulNBits variants and checks")
@@ -272,6 +286,8 @@ def main():
     # whisper
     small = [] if args.full else ["--layers", "1", "--frames", "200", "--vocab", "1000"]
     variants = [("tiny", 14, "q"), ("tiny", 14, "qk"), ("tiny", 17, "q"), ("tiny", 17, "qk"), ("base", 17, "q")]
+    if args.light:
+        variants = [("tiny", 17, "q")]
     for size, opset, style in variants:
         tag = "whisper-%s-op%d-%s%s" % (size, opset, style, "" if args.full else "-small")
         cmd = [PY, os.path.join(MODELS, "whisper.py"), "--size", size, "--opset", str(opset),
@@ -282,7 +298,8 @@ def main():
     qwen = os.path.join(MODELS, "qwen2.py")
     if os.path.exists(qwen):
         tag = "qwen2" + ("" if args.full else "-small")
-        cmd = [PY, qwen] + ([] if args.full else ["--layers", "1", "--vocab", "1000"])
+        cmd = [PY, qwen] + ([] if args.full else ["--layers", "2", "--hidden", "384", "--heads", "6",
+                                                   "--kv-heads", "2", "--ffn", "1024", "--vocab", "1000"])
         run_generated(args, tally, tag, cmd, os.path.join(args.workdir, tag))
     else:
         print("note: examples/models/qwen2.py not there yet: no qwen2 graphs", flush=True)

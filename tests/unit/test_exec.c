@@ -770,6 +770,21 @@ START_TEST(matmul_small_and_batched)
 	const float want[4] = {4, 5, 10, 11};
 	ck_assert_mem_eq(outf(e, 0), want, 16);
 	tb_free(t, e);
+	/* the same in float16 (integers are exact in binary16) */
+	uint16_t ah[6], bh[6];
+	for (int i = 0; i < 6; i++) {
+		ah[i] = rt_float_to_half(a[i]);
+		bh[i] = rt_float_to_half(b[i]);
+	}
+	t = tb_new("MatMul", "", 17);
+	tb_in(t, "a", DT_FLOAT16, 2, da, ah);
+	tb_in(t, "b", DT_FLOAT16, 2, db, bh);
+	tb_out(t, "y");
+	e = tb_run(t, 2);
+	ck_assert_int_eq(exec_output(e, 0)->dtype, DT_FLOAT16);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(((uint16_t *)exec_output(e, 0)->data)[i], rt_float_to_half(want[i]));
+	tb_free(t, e);
 	/* batch broadcast: [2,1,5,7] x [3,7,6] -> [2,3,5,6]; and 1-D promotions */
 	float A[70], B[126];
 	fill(A, 70, 1);
@@ -1022,6 +1037,42 @@ END_TEST
 
 /* ---------------------------------------------------------------- threads */
 
+typedef struct PfCtx { int *hits; int tids[8]; } PfCtx;
+static void pf_fn(void *ctx, int64_t b, int64_t e, int tid)
+{
+	PfCtx *p = ctx;
+	for (int64_t i = b; i < e; i++)
+		__atomic_fetch_add(&p->hits[i], 1, __ATOMIC_RELAXED);
+	if (tid >= 0 && tid < 8)
+		__atomic_fetch_add(&p->tids[tid], 1, __ATOMIC_RELAXED);
+}
+
+START_TEST(thread_pool)
+{
+	/* every index exactly once, for several sizes, pools and grains */
+	for (int th = 1; th <= 3; th++) {
+		ThreadPool *p = threadpool_new(th);
+		ck_assert_int_eq(threadpool_threads(p), th);
+		for (int64_t n = 0; n < 2000; n = n * 3 + 1) {
+			PfCtx c = {calloc((size_t)n + 1, sizeof(int)), {0}};
+			parallel_for(p, n, 1 + n % 7, pf_fn, &c);
+			for (int64_t i = 0; i < n; i++)
+				ck_assert_int_eq(c.hits[i], 1);
+			int used = 0;
+			for (int t = 0; t < 8; t++)
+				used += c.tids[t] > 0;
+			ck_assert(used <= th);
+			free(c.hits);
+		}
+		threadpool_free(p);
+	}
+	PfCtx c = {calloc(10, sizeof(int)), {0}};
+	parallel_for(NULL, 10, 1, pf_fn, &c);          /* no pool: inline */
+	ck_assert_int_eq(c.hits[9], 1);
+	free(c.hits);
+}
+END_TEST
+
 static bool same_bits(TB *t)
 {
 	Exec *e1 = tb_run(t, 1);
@@ -1062,6 +1113,29 @@ START_TEST(threads_bit_identical)
 	ck_assert(same_bits(t));
 	module_free(t->m);
 	free(t);
+	/* MatMulNBits, tiled path (M = 333) and GEMV path (M = 1) */
+	for (int gm = 0; gm < 2; gm++) {
+		int64_t K2 = 256, N2 = 300, kb = K2 / 32;
+		uint8_t *q = malloc((size_t)(N2 * kb * 16));
+		float *sc = malloc(sizeof(float) * (size_t)(N2 * kb));
+		for (int64_t i = 0; i < N2 * kb * 16; i++)
+			q[i] = (uint8_t)(i * 37 + 11);
+		fill(sc, N2 * kb, 0.1);
+		int64_t dA[2] = {gm ? 1 : 333, K2}, dq[3] = {N2, kb, 16}, dsc = N2 * kb;
+		t = tb_new("MatMulNBits", "com.microsoft", 17);
+		tb_in(t, "a", DT_FLOAT, 2, dA, A);
+		tb_init(t, "q", DT_UINT8, 3, dq, q);
+		tb_init(t, "s", DT_FLOAT, 1, &dsc, sc);
+		tb_int(t, "K", K2);
+		tb_int(t, "N", N2);
+		tb_int(t, "block_size", 32);
+		tb_out(t, "y");
+		ck_assert(same_bits(t));
+		module_free(t->m);
+		free(t);
+		free(q);
+		free(sc);
+	}
 	/* Softmax and LayerNormalization over big rows */
 	int64_t ds[2] = {300, 520};
 	t = tb_new("Softmax", "", 17);
@@ -1789,6 +1863,7 @@ int main(void)
 	tcase_add_test(tc, gemm_variants);
 	tcase_add_test(tc, conv_1d_2d);
 	tcase_add_test(tc, matmulnbits_vs_dequant);
+	tcase_add_test(tc, thread_pool);
 	tcase_add_test(tc, threads_bit_identical);
 	tcase_add_test(tc, layernorm_family);
 	tcase_add_test(tc, rotary_embedding);
