@@ -86,9 +86,18 @@ extern const Pass pass_table[];
 extern const int pass_count;
 const Pass *pass_find(const char *name);
 
+/* Options of the fusing pipeline (the driver's flags). Passes that a flag
+ * enables do nothing without it. */
+typedef struct FuseOptions {
+	bool prepend_logmel;       /* --prepend-logmel: input becomes waveform [1,480000] */
+	bool append_argmax;        /* --append-argmax: logits outputs become int32 ids */
+	bool fp16_attention;       /* --fp16-attention: attention-adjacent edges float16 */
+} FuseOptions;
+
 struct PassContext {
 	const char *model_path;
 	int verbose;
+	FuseOptions fuse;
 	/* set by passes for --time-passes / statistics */
 	int changed;
 };
@@ -101,6 +110,7 @@ typedef struct PipelineOptions {
 	bool time_passes;
 	bool verify_each;          /* run ir_verify after every pass */
 	FILE *print_to;            /* where --print-after goes (stderr default) */
+	FuseOptions fuse;
 	PrintOptions print;
 } PipelineOptions;
 

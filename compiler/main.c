@@ -41,6 +41,12 @@ static const char usage_main[] =
 "  --stats               print read / pass / write times and peak memory (to stderr)\n"
 "  --list-passes         list the passes and groups, with their contracts\n"
 "\n"
+"fusion (group 'fuse'):\n"
+"  --prepend-logmel      the input becomes the waveform [1,480000]; an ai.wlower.LogMel\n"
+"                        node computes Whisper's log-mel feeding the old input\n"
+"  --append-argmax       logits outputs become int32 token ids (ai.wlower.GreedyArgMax)\n"
+"  --fp16-attention      mark the attention-adjacent edges float16\n"
+"\n"
 "compilation to a target (later releases):\n"
 "  --tranges FILE --target qc-n|qc-p|qc-u|host -o DIR\n"
 "\n"
@@ -129,6 +135,9 @@ static int parse_args(int argc, char **argv, Options *o)
 		else if (strcmp(a, "--external-data") == 0) o->external_data = true;
 		else if (strcmp(a, "--list-passes") == 0) o->list_passes = true;
 		else if (strcmp(a, "--stats") == 0) o->stats = true;
+		else if (strcmp(a, "--prepend-logmel") == 0) o->pipe.fuse.prepend_logmel = true;
+		else if (strcmp(a, "--append-argmax") == 0) o->pipe.fuse.append_argmax = true;
+		else if (strcmp(a, "--fp16-attention") == 0) o->pipe.fuse.fp16_attention = true;
 		else if (a[0] == '-' && a[1] != 0)
 			return usage_error("unknown option '%s'", a);
 		else if (o->model)

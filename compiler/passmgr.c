@@ -130,7 +130,7 @@ int pipeline_run(Module *m, const PipelineOptions *opt, Diag *d)
 	}
 	FILE *pf = opt->print_to ? opt->print_to : stderr;
 	double times[MAX_PIPE], total = 0;
-	PassContext ctx = {.model_path = m->path};
+	PassContext ctx = {.model_path = m->path, .fuse = opt->fuse};
 	for (int i = 0; i < n; i++) {
 		double t0 = now_ms();
 		ctx.changed = 0;

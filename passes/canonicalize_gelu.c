@@ -1,0 +1,8 @@
+/* canonicalize_gelu.c — being written (issue 4): does nothing yet. */
+#include "passes.h"
+
+int pass_canonicalize_gelu(Module *m, PassContext *ctx, Diag *d)
+{
+	(void)m; (void)ctx; (void)d;
+	return WL_OK;
+}

@@ -1,0 +1,8 @@
+/* fold_constants.c — being written (issue 4): does nothing yet. */
+#include "passes.h"
+
+int pass_fold_constants(Module *m, PassContext *ctx, Diag *d)
+{
+	(void)m; (void)ctx; (void)d;
+	return WL_OK;
+}

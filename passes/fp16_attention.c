@@ -1,0 +1,8 @@
+/* fp16_attention.c — being written (issue 4): does nothing yet. */
+#include "passes.h"
+
+int pass_fp16_attention(Module *m, PassContext *ctx, Diag *d)
+{
+	(void)m; (void)ctx; (void)d;
+	return WL_OK;
+}

@@ -1,0 +1,8 @@
+/* fuse_gqa.c — being written (issue 4): does nothing yet. */
+#include "passes.h"
+
+int pass_fuse_gqa(Module *m, PassContext *ctx, Diag *d)
+{
+	(void)m; (void)ctx; (void)d;
+	return WL_OK;
+}
