@@ -11,6 +11,8 @@
  *                          Slice, Concat, Split, Expand, Tile, Range, ...)
  *   kernels_norm.c         LayerNormalization, (Skip)(Simplified)LayerNorm,
  *                          Gelu variants
+ *   kernels_fused_attention.c  ai.wlower WhisperAttention, GroupQueryAttention
+ *   kernels_fused.c        ai.wlower ConvStem, LogMel, GreedyArgMax
  *   kernels_attention.c    com.microsoft RotaryEmbedding, GroupQueryAttention,
  *                          MultiHeadAttention
  *
@@ -68,7 +70,8 @@ typedef struct Kernel {
 
 /* Per family tables, each ended by a {0} row. */
 extern const Kernel kernels_elementwise[], kernels_reduce[], kernels_matmul[],
-	kernels_shape[], kernels_norm[], kernels_attention[];
+	kernels_shape[], kernels_norm[], kernels_attention[],
+	kernels_fused_attention[], kernels_fused[];
 const Kernel *kernel_find(const char *domain, const char *op_type);
 /* Calls fn(name, domain) for every registered kernel (tests, docs). */
 void kernel_foreach(void (*fn)(void *ctx, const char *domain, const char *name), void *ctx);
