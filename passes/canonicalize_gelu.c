@@ -1,8 +1,329 @@
-/* canonicalize_gelu.c — being written (issue 4): does nothing yet. */
+/* canonicalize_gelu.c — GELU in any of its exported forms → ai.wlower.Gelu.
+ *
+ * Erf form (torch.onnx of nn.GELU / F.gelu, every multiplication order):
+ *   d = Div(x, c)           c = sqrt(2)      (or d = Mul(x, 1/sqrt(2)))
+ *   e = Erf(d)
+ *   a = Add(e, one)         one = 1.0        (either operand order)
+ *   m = Mul(x, a)                            (either order)
+ *   y = Mul(m, half)        half = 0.5       (either order)
+ * or, with the half applied to x first (HF: x * 0.5 * (1 + erf(...))):
+ *   h = Mul(x, half)
+ *   y = Mul(h, a)
+ *     → y = ai.wlower.Gelu<approximate = "none">(x)
+ *
+ * tanh form (HF NewGELU / gelu_pytorch_tanh):
+ *   c3 = Pow(x, three)      (or Mul(Mul(x, x), x), Mul(x, Mul(x, x)))
+ *   k  = Mul(c3, 0.044715)
+ *   s  = Add(x, k)
+ *   u  = Mul(s, sqrt(2/pi))
+ *   t  = Tanh(u)
+ *   a  = Add(t, one)    then the same 0.5·x·a tail as above
+ *     → y = ai.wlower.Gelu<approximate = "tanh">(x)
+ *
+ * com.microsoft Gelu(x) → ai.wlower.Gelu<approximate = "none">(x);
+ * com.microsoft FastGelu(x, bias?) → [Add(x, bias) →] ai.wlower.Gelu<"tanh">.
+ *
+ * requires  fold-constants (the constants must be initializers), types
+ * maintains topological order, use lists, the output value (name, type)
+ * breaks    nothing; imports ai.wlower opset 1 when it adds a node
+ *
+ * Constants match within 1e-5 relative; every intermediate must have exactly
+ * one reader and not be a graph output (x may have any number). A constant
+ * off by more (Div by 1.5, Add of 2, Mul by 0.25) is a near miss: left alone.
+ */
+#include <math.h>
+#include <string.h>
 #include "passes.h"
+
+typedef struct GeluMatch {
+	Value *x, *y;
+	Node *nodes[10];
+	int nn;
+	bool tanh_form;
+} GeluMatch;
+
+/* ---------------------------------------------------------------- helpers */
+
+static Node *prod(const Value *v, Op op)
+{
+	return v && v->producer && v->producer->op == op ? v->producer : NULL;
+}
+
+static bool inner(const Value *v)
+{
+	return v && v->nusers == 1 && !v->is_output;
+}
+
+static Node *sole_user(const Value *v, Op op)
+{
+	return inner(v) && v->users[0].node->op == op ? v->users[0].node : NULL;
+}
+
+static bool const_is(const Value *v, double want)
+{
+	if (!v || !v->init || v->init->dtype != DT_FLOAT || tensor_numel(v->init) != 1 || !v->init->data)
+		return false;
+	double c = tensor_get_f64(v->init, 0);
+	return fabs(c - want) <= 1e-5 * fabs(want);
+}
+
+/* n = Op(a, k) or Op(k, a) with k constant ≈ want: returns a. */
+static Value *other_than_const(const Node *n, double want)
+{
+	if (!n || n->ninputs != 2)
+		return NULL;
+	if (const_is(n->inputs[1], want))
+		return n->inputs[0];
+	if (n->op != OP_Div && n->op != OP_Sub && const_is(n->inputs[0], want))
+		return n->inputs[1];
+	return NULL;
+}
+
+/* The operand of binary n that is not v (NULL if neither or both are v). */
+static Value *other(const Node *n, const Value *v)
+{
+	if (n->ninputs != 2)
+		return NULL;
+	if (n->inputs[0] == v && n->inputs[1] != v)
+		return n->inputs[1];
+	if (n->inputs[1] == v && n->inputs[0] != v)
+		return n->inputs[0];
+	return NULL;
+}
+
+static void push(GeluMatch *g, Node *n)
+{
+	g->nodes[g->nn++] = n;
+}
+
+/* ---------------------------------------------------------------- match */
+
+/* From a = Add(t, 1): the 0.5·x·a tail. Fills y and nodes. */
+static bool match_tail(GeluMatch *g, Value *a)
+{
+	Node *m = sole_user(a, OP_Mul);
+	if (!m)
+		return false;
+	Value *o = other(m, a);
+	if (!o)
+		return false;
+	if (o == g->x) {                    /* m = x·a, y = m·0.5 */
+		Node *h = sole_user(m->outputs[0], OP_Mul);
+		if (!h || other_than_const(h, 0.5) != m->outputs[0])
+			return false;
+		push(g, m);
+		push(g, h);
+		g->y = h->outputs[0];
+		return true;
+	}
+	Node *h = prod(o, OP_Mul);          /* h = x·0.5, y = h·a */
+	if (!h || !inner(o) || other_than_const(h, 0.5) != g->x)
+		return false;
+	push(g, h);
+	push(g, m);
+	g->y = m->outputs[0];
+	return true;
+}
+
+static bool match_erf_gelu(Node *erf, GeluMatch *g)
+{
+	memset(g, 0, sizeof *g);
+	Value *dv = erf->inputs[0];
+	Node *d = prod(dv, OP_Div);
+	Value *x = d ? other_than_const(d, M_SQRT2) : NULL;
+	if (!x) {
+		d = prod(dv, OP_Mul);
+		x = d ? other_than_const(d, M_SQRT1_2) : NULL;
+	}
+	if (!x || !inner(dv))
+		return false;
+	g->x = x;
+	push(g, d);
+	push(g, erf);
+	Node *a = sole_user(erf->outputs[0], OP_Add);
+	if (!a || !other_than_const(a, 1.0))
+		return false;
+	push(g, a);
+	return match_tail(g, a->outputs[0]);
+}
+
+/* x³ as Pow(x, 3) or a product of three x: returns x. */
+static Value *cube_of(Value *c, GeluMatch *g)
+{
+	if (!inner(c))
+		return NULL;
+	Node *p = prod(c, OP_Pow);
+	if (p) {
+		Value *x = other_than_const(p, 3.0);
+		if (x && p->inputs[0] == x) {
+			push(g, p);
+			return x;
+		}
+		return NULL;
+	}
+	Node *m = prod(c, OP_Mul);
+	if (!m)
+		return NULL;
+	for (int s = 0; s < 2; s++) {
+		Value *sq = m->inputs[s], *x = m->inputs[1 - s];
+		Node *q = prod(sq, OP_Mul);
+		if (q && inner(sq) && q->inputs[0] == x && q->inputs[1] == x) {
+			push(g, q);
+			push(g, m);
+			return x;
+		}
+	}
+	return NULL;
+}
+
+static bool match_tanh_gelu(Node *th, GeluMatch *g)
+{
+	memset(g, 0, sizeof *g);
+	Value *uv = th->inputs[0];
+	Node *u = prod(uv, OP_Mul);
+	Value *sv = u && inner(uv) ? other_than_const(u, 0.7978845608028654) : NULL;
+	Node *s = prod(sv, OP_Add);
+	if (!s || !inner(sv))
+		return false;
+	for (int i = 0; i < 2 && !g->x; i++) {
+		Value *kv = s->inputs[i], *x = s->inputs[1 - i];
+		Node *k = prod(kv, OP_Mul);
+		Value *c = k && inner(kv) ? other_than_const(k, 0.044715) : NULL;
+		int mark = g->nn;
+		if (c && cube_of(c, g) == x) {
+			g->x = x;
+			push(g, k);
+		} else {
+			g->nn = mark;
+		}
+	}
+	if (!g->x)
+		return false;
+	push(g, s);
+	push(g, u);
+	push(g, th);
+	Node *a = sole_user(th->outputs[0], OP_Add);
+	if (!a || !other_than_const(a, 1.0))
+		return false;
+	push(g, a);
+	g->tanh_form = true;
+	return match_tail(g, a->outputs[0]);
+}
+
+/* ---------------------------------------------------------------- rewrite */
+
+static const char *fused_name(Module *m, Node **nodes, int nn, const char *op, int *counter)
+{
+	/* common prefix of the names, cut after the last '/' */
+	const char *first = nodes[0]->name ? nodes[0]->name : "";
+	size_t len = strlen(first);
+	for (int i = 1; i < nn; i++) {
+		const char *s = nodes[i]->name ? nodes[i]->name : "";
+		size_t k = 0;
+		while (k < len && s[k] == first[k])
+			k++;
+		len = k;
+	}
+	while (len > 0 && first[len - 1] != '/')
+		len--;
+	if (len > 1)
+		return arena_printf(m->arena, "%.*s%s", (int)len, first, op);
+	return arena_printf(m->arena, "/%s_%d", op, (*counter)++);
+}
+
+static void set_fused_from(Module *m, Node *n, Node **nodes, int nn)
+{
+	Attr *a = node_add_attr(n, "fused_from", AT_STRINGS);
+	a->n = nn;
+	a->strings = arena_alloc(m->arena, (size_t)nn * sizeof *a->strings);
+	for (int i = 0; i < nn; i++) {
+		const char *s = nodes[i]->name ? nodes[i]->name : "";
+		a->strings[i] = (StrRef){arena_strdup(m->arena, s), strlen(s)};
+	}
+}
+
+static void set_string(Module *m, Node *n, const char *name, const char *v)
+{
+	Attr *a = node_add_attr(n, name, AT_STRING);
+	a->s = (StrRef){arena_strdup(m->arena, v), strlen(v)};
+}
+
+/* Replaces nodes[0..nn) (y = the output of last) by Gelu(x). */
+static Node *emit_gelu(Module *m, Node **nodes, int nn, Node *last, Value *x, Value *y, bool tanh_form,
+                       int *counter)
+{
+	Graph *g = last->graph;
+	Node *n = node_new(g, "Gelu", "ai.wlower", fused_name(m, nodes, nn, "Gelu", counter));
+	set_string(m, n, "approximate", tanh_form ? "tanh" : "none");
+	set_fused_from(m, n, nodes, nn);
+	node_insert_before(last, n);
+	node_add_input(n, x);
+	for (int i = 0; i < nn; i++)
+		node_remove(nodes[i]);
+	node_add_output(n, y);
+	module_set_opset(m, "ai.wlower", 1);
+	return n;
+}
+
+static void rewrite_gelu(Module *m, GeluMatch *g, int *counter)
+{
+	/* nodes are pushed in graph order except for the tail; sort by position */
+	Node *last = g->y->producer;
+	emit_gelu(m, g->nodes, g->nn, last, g->x, g->y, g->tanh_form, counter);
+}
+
+/* com.microsoft Gelu / FastGelu: one node for one node (+ bias Add). */
+static bool rewrite_ms(Module *m, Node *n, int *counter)
+{
+	if (n->noutputs != 1 || !n->outputs[0] || n->ninputs < 1 || !n->inputs[0])
+		return false;
+	Value *x = n->inputs[0], *y = n->outputs[0];
+	bool tanh_form = n->op == OP_MsFastGelu;
+	if (tanh_form && n->ninputs > 1 && n->inputs[1]) {
+		Value *b = n->inputs[1];
+		Value *s = graph_new_value(n->graph, "gelu_bias_sum");
+		s->type = type_copy(m->arena, &y->type);
+		Node *add = node_new(n->graph, "Add", "", arena_printf(m->arena, "%s/bias_add", n->name ? n->name : ""));
+		node_add_input(add, x);
+		node_add_input(add, b);
+		node_add_output(add, s);
+		node_insert_before(n, add);
+		x = s;
+	}
+	Node *one[1] = {n};
+	emit_gelu(m, one, 1, n, x, y, tanh_form, counter);
+	return true;
+}
 
 int pass_canonicalize_gelu(Module *m, PassContext *ctx, Diag *d)
 {
-	(void)m; (void)ctx; (void)d;
+	(void)d;
+	int changed = 0, counter = 0;
+	Graph *g = m->graph;
+	bool again = true;
+	while (again) {
+		again = false;
+		FOR_NODES(g, n) {
+			GeluMatch gm;
+			bool ok = false;
+			if (n->op == OP_Erf && n->ninputs == 1)
+				ok = match_erf_gelu(n, &gm);
+			else if (n->op == OP_Tanh && n->ninputs == 1)
+				ok = match_tanh_gelu(n, &gm);
+			else if ((n->op == OP_MsGelu || n->op == OP_MsFastGelu) && rewrite_ms(m, n, &counter)) {
+				changed++;
+				again = true;
+				break;
+			}
+			if (ok) {
+				rewrite_gelu(m, &gm, &counter);
+				changed++;
+				again = true;
+				break;
+			}
+		}
+	}
+	if (ctx)
+		ctx->changed += changed;
 	return WL_OK;
 }

@@ -1,8 +1,330 @@
-/* canonicalize_layernorm.c — being written (issue 4): does nothing yet. */
+/* canonicalize_layernorm.c — decomposed LayerNorm → LayerNormalization.
+ *
+ * torch.onnx at opset < 17 (nn.LayerNorm), gamma and beta each optional:
+ *   mu = ReduceMean<axes = [-1]>(x)          keepdims 1; axes may be [rank-1],
+ *   dx = Sub(x, mu)                          or an input (opset 18)
+ *   sq = Pow(dx, two)                        two = 2.0
+ *   va = ReduceMean<axes = [-1]>(sq)
+ *   ve = Add(va, eps)                        either order; eps a scalar
+ *   sd = Sqrt(ve)
+ *   nx = Div(dx, sd)
+ *   gx = Mul(nx, gamma)                      either order; gamma float[D]
+ *   y  = Add(gx, beta)                       either order; beta float[D]
+ *     → y = LayerNormalization<axis = -1, epsilon = eps>(x, gamma, beta)
+ * (gamma absent: an initializer of D ones; beta absent: no third input).
+ *
+ * com.microsoft SkipLayerNormalization(x, skip, gamma, beta?, bias?) whose
+ * mean / inv_std_var outputs are unused:
+ *   s = Add(x, skip) [; s = Add(s, bias)]   (s replaces input_skip_bias_sum)
+ *   y = LayerNormalization<axis = -1, epsilon>(s, gamma, beta)
+ *
+ * requires  fold-constants (eps, two, gamma, beta are initializers), types
+ *           (the rank of x and D = its last dim must be known)
+ * maintains topological order, use lists, the output value (name, type)
+ * breaks    nothing. Raises the default-domain opset to 17 when it adds a
+ *           LayerNormalization. From 14 to 17 only ops we never produce or
+ *           fold changed meaning (RoiAlign-16 changed its default
+ *           coordinate_transformation_mode; Scatter*-16, Shape-15, Pow-15,
+ *           BatchNormalization-15 are supersets with the old defaults), so
+ *           the pass does nothing on a graph that contains RoiAlign.
+ *
+ * Near misses left alone: a reduction over another or several axes,
+ * keepdims 0, Pow by anything but 2, Sub/Div operands swapped, a different
+ * x in the two Subs, intermediates read elsewhere, gamma/beta that are not
+ * constant vectors of D floats.
+ */
+#include <math.h>
+#include <string.h>
 #include "passes.h"
+
+typedef struct LnMatch {
+	Value *x, *y, *gamma, *beta;
+	float eps;
+	int64_t D;
+	Node *nodes[9];
+	int nn;
+} LnMatch;
+
+/* ---------------------------------------------------------------- helpers */
+
+static bool inner(const Value *v)
+{
+	return v && v->nusers == 1 && !v->is_output;
+}
+
+static Node *sole_user(const Value *v, Op op)
+{
+	return inner(v) && v->users[0].node->op == op ? v->users[0].node : NULL;
+}
+
+static bool scalar_const(const Value *v, double *out)
+{
+	if (!v || !v->init || v->init->dtype != DT_FLOAT || tensor_numel(v->init) != 1 || !v->init->data)
+		return false;
+	*out = tensor_get_f64(v->init, 0);
+	return true;
+}
+
+/* binary n = Op(v, k) or Op(k, v): the operand that is not v. */
+static Value *other(const Node *n, const Value *v)
+{
+	if (n->ninputs != 2)
+		return NULL;
+	if (n->inputs[0] == v && n->inputs[1] != v)
+		return n->inputs[1];
+	if (n->inputs[1] == v && n->inputs[0] != v)
+		return n->inputs[0];
+	return NULL;
+}
+
+/* A constant float vector of D elements (shape [D], or [1,..,1,D]). */
+static bool param_vec(const Value *v, int64_t D)
+{
+	if (!v || !v->init || v->init->dtype != DT_FLOAT || !v->init->data || tensor_numel(v->init) != D)
+		return false;
+	const Tensor *t = v->init;
+	return t->ndim >= 1 && t->dims[t->ndim - 1] == D;
+}
+
+/* ReduceMean over the last axis only, keepdims 1. */
+static bool mean_last(const Node *n, const Value *x)
+{
+	if (!n || n->op != OP_ReduceMean || n->inputs[0] != x || attr_int(n, "keepdims", 1) != 1)
+		return false;
+	if (!x->type.has_shape || x->type.rank < 1)
+		return false;
+	int r = x->type.rank;
+	const int64_t *ax;
+	int64_t a;
+	int k = attr_ints(n, "axes", &ax);
+	if (k == 1) {
+		a = ax[0];
+	} else if (k < 0 && n->ninputs > 1 && n->inputs[1] && n->inputs[1]->init &&
+	           tensor_numel(n->inputs[1]->init) == 1) {
+		a = tensor_get_i64(n->inputs[1]->init, 0);
+	} else {
+		return false;
+	}
+	return a == -1 || a == r - 1;
+}
+
+/* ---------------------------------------------------------------- match */
+
+static bool match_layernorm(Node *mu, LnMatch *L)
+{
+	memset(L, 0, sizeof *L);
+	Value *x = mu->inputs[0];
+	if (!x || x->type.kind != TY_TENSOR || x->type.elem != DT_FLOAT || !mean_last(mu, x))
+		return false;
+	Dim dl = x->type.dims[x->type.rank - 1];
+	if (dl.kind != DIM_VALUE)
+		return false;
+	L->D = dl.value;
+	Node *sub = sole_user(mu->outputs[0], OP_Sub);
+	if (!sub || sub->inputs[0] != x || sub->inputs[1] != mu->outputs[0])
+		return false;
+	Value *dx = sub->outputs[0];
+	if (!dx || dx->is_output || dx->nusers != 2)
+		return false;
+	Node *pw = NULL, *dv = NULL;
+	for (int i = 0; i < 2; i++) {
+		Node *u = dx->users[i].node;
+		if (u->op == OP_Pow && dx->users[i].slot == 0)
+			pw = u;
+		else if (u->op == OP_Div && dx->users[i].slot == 0)
+			dv = u;
+	}
+	double c;
+	if (!pw || !dv || !scalar_const(pw->inputs[1], &c) || c != 2.0)
+		return false;
+	Node *va = sole_user(pw->outputs[0], OP_ReduceMean);
+	if (!va || !mean_last(va, pw->outputs[0]))
+		return false;
+	Node *ad = sole_user(va->outputs[0], OP_Add);
+	if (!ad || !scalar_const(other(ad, va->outputs[0]), &c) || !(c >= 0) || c > 1.0)
+		return false;
+	L->eps = (float)c;
+	Node *sq = sole_user(ad->outputs[0], OP_Sqrt);
+	if (!sq || sole_user(sq->outputs[0], OP_Div) != dv || dv->inputs[1] != sq->outputs[0])
+		return false;
+	Node *seq[] = {mu, sub, pw, va, ad, sq, dv};
+	memcpy(L->nodes, seq, sizeof seq);
+	L->nn = 7;
+	L->x = x;
+	L->y = dv->outputs[0];
+	Node *mg = sole_user(L->y, OP_Mul);
+	if (mg && param_vec(other(mg, L->y), L->D)) {
+		L->gamma = other(mg, L->y);
+		L->nodes[L->nn++] = mg;
+		L->y = mg->outputs[0];
+	}
+	Node *ab = sole_user(L->y, OP_Add);
+	if (ab && param_vec(other(ab, L->y), L->D)) {
+		L->beta = other(ab, L->y);
+		L->nodes[L->nn++] = ab;
+		L->y = ab->outputs[0];
+	}
+	return true;
+}
+
+static bool roi_align_free(Module *m)
+{
+	FOR_NODES(m->graph, n)
+		if (!strcmp(n->op_type, "RoiAlign"))
+			return false;
+	return true;
+}
+
+/* ---------------------------------------------------------------- rewrite */
+
+static const char *fused_name(Module *m, Node **nodes, int nn, const char *op, int *counter)
+{
+	const char *first = nodes[0]->name ? nodes[0]->name : "";
+	size_t len = strlen(first);
+	for (int i = 1; i < nn; i++) {
+		const char *s = nodes[i]->name ? nodes[i]->name : "";
+		size_t k = 0;
+		while (k < len && s[k] == first[k])
+			k++;
+		len = k;
+	}
+	while (len > 0 && first[len - 1] != '/')
+		len--;
+	if (len > 1)
+		return arena_printf(m->arena, "%.*s%s", (int)len, first, op);
+	return arena_printf(m->arena, "/%s_%d", op, (*counter)++);
+}
+
+static void set_fused_from(Module *m, Node *n, Node **nodes, int nn)
+{
+	Attr *a = node_add_attr(n, "fused_from", AT_STRINGS);
+	a->n = nn;
+	a->strings = arena_alloc(m->arena, (size_t)nn * sizeof *a->strings);
+	for (int i = 0; i < nn; i++) {
+		const char *s = nodes[i]->name ? nodes[i]->name : "";
+		a->strings[i] = (StrRef){arena_strdup(m->arena, s), strlen(s)};
+	}
+}
+
+static Value *ones(Module *m, Graph *g, int64_t D)
+{
+	Value *v = graph_new_value(g, "layernorm_ones");
+	Tensor *t = tensor_new(m->arena, v->name, DT_FLOAT, 1, &D);
+	float *p = tensor_alloc_data(m->arena, t);
+	for (int64_t i = 0; i < D; i++)
+		p[i] = 1.0f;
+	graph_set_init(g, v, t);
+	return v;
+}
+
+/* LayerNormalization(x, gamma, beta?) producing y, before `pos`. */
+static Node *emit_ln(Module *m, Node *pos, const char *name, Value *x, Value *gamma, Value *beta, float eps)
+{
+	Node *n = node_new(pos->graph, "LayerNormalization", "", name);
+	Attr *a = node_add_attr(n, "axis", AT_INT);
+	a->i = -1;
+	a = node_add_attr(n, "epsilon", AT_FLOAT);
+	a->f = eps;
+	node_insert_before(pos, n);
+	node_add_input(n, x);
+	node_add_input(n, gamma);
+	if (beta)
+		node_add_input(n, beta);
+	module_set_opset(m, "", 17);
+	return n;
+}
+
+static void rewrite_layernorm(Module *m, LnMatch *L, int *counter)
+{
+	Node *last = L->y->producer;
+	Value *gamma = L->gamma ? L->gamma : ones(m, last->graph, L->D);
+	Node *n = emit_ln(m, last, fused_name(m, L->nodes, L->nn, "LayerNorm", counter), L->x, gamma, L->beta,
+	                  L->eps);
+	set_fused_from(m, n, L->nodes, L->nn);
+	for (int i = 0; i < L->nn; i++)
+		node_remove(L->nodes[i]);
+	node_add_output(n, L->y);
+}
+
+/* com.microsoft SkipLayerNormalization → Add(s) + LayerNormalization. */
+static bool rewrite_skip(Module *m, Node *n)
+{
+	for (int i = 1; i < n->noutputs && i < 3; i++)
+		if (n->outputs[i] && (n->outputs[i]->nusers || n->outputs[i]->is_output))
+			return false;
+	if (n->ninputs < 3 || !n->inputs[0] || !n->inputs[1] || !n->inputs[2] || !n->outputs[0])
+		return false;
+	Graph *g = n->graph;
+	Value *x = n->inputs[0], *y = n->outputs[0];
+	Value *beta = n->ninputs > 3 ? n->inputs[3] : NULL, *bias = n->ninputs > 4 ? n->inputs[4] : NULL;
+	Value *sum = n->noutputs > 3 ? n->outputs[3] : NULL;
+	const char *base = n->name ? n->name : "";
+	Value *s1 = (!bias && sum) ? NULL : graph_new_value(g, "skip_sum");
+	Node *a1 = node_new(g, "Add", "", arena_printf(m->arena, "%s/skip_add", base));
+	node_insert_before(n, a1);
+	node_add_input(a1, x);
+	node_add_input(a1, n->inputs[1]);
+	Node *a2 = NULL;
+	Value *s2 = NULL;
+	if (bias) {
+		a2 = node_new(g, "Add", "", arena_printf(m->arena, "%s/bias_add", base));
+		node_insert_before(n, a2);
+		node_add_input(a2, s1);
+		node_add_input(a2, bias);
+		s2 = sum ? NULL : graph_new_value(g, "skip_bias_sum");
+	}
+	float eps = attr_float(n, "epsilon", 1e-12f);
+	const char *name = arena_strdup(m->arena, base);
+	Node *from[1] = {n};
+	Node *ln = emit_ln(m, n, name, x, n->inputs[2], beta, eps);
+	set_fused_from(m, ln, from, 1);
+	node_remove(n);
+	/* outputs: the sum value (kept name) is the last Add's output */
+	if (bias) {
+		node_add_output(a1, s1);
+		node_add_output(a2, sum ? sum : s2);
+		node_set_input(ln, 0, sum ? sum : s2);
+	} else {
+		node_add_output(a1, sum ? sum : s1);
+		node_set_input(ln, 0, sum ? sum : s1);
+	}
+	for (Value *v = s1; v; v = NULL)
+		v->type = type_copy(m->arena, &y->type);
+	if (s2)
+		s2->type = type_copy(m->arena, &y->type);
+	node_add_output(ln, y);
+	for (int i = 1; i < n->noutputs && i < 3; i++)
+		if (n->outputs[i]) {
+			n->outputs[i]->type.kind = TY_NONE;
+			n->outputs[i]->in_value_info = false;
+		}
+	return true;
+}
 
 int pass_canonicalize_layernorm(Module *m, PassContext *ctx, Diag *d)
 {
-	(void)m; (void)ctx; (void)d;
+	(void)d;
+	if (!roi_align_free(m))
+		return WL_OK;
+	int changed = 0, counter = 0;
+	FOR_NODES_SAFE(m->graph, n, nx) {
+		if (n->op == OP_ReduceMean) {
+			LnMatch L;
+			Node *prev = n->prev;   /* every matched node comes after n */
+			if (match_layernorm(n, &L)) {
+				rewrite_layernorm(m, &L, &counter);
+				nx = prev ? prev->next : m->graph->first;
+				changed++;
+			}
+		} else if (!strcmp(n->op_type, "SkipLayerNormalization") && !strcmp(n->domain, "com.microsoft")) {
+			Node *prev = n->prev;
+			if (rewrite_skip(m, n)) {
+				changed++;
+				nx = prev ? prev->next : m->graph->first;
+			}
+		}
+	}
+	if (ctx)
+		ctx->changed += changed;
 	return WL_OK;
 }

@@ -1,8 +1,99 @@
-/* canonicalize_silu.c — being written (issue 4): does nothing yet. */
+/* canonicalize_silu.c — x·Sigmoid(x) → ai.wlower.SiLU.
+ *
+ * torch.onnx of nn.SiLU / F.silu (Qwen2's MLP act_fn) at opset < 20:
+ *   s = Sigmoid(x)
+ *   y = Mul(x, s)            (or Mul(s, x))
+ *     → y = ai.wlower.SiLU(x)
+ *
+ * requires  nothing beyond a verified graph (types are copied, not inferred)
+ * maintains topological order, use lists, the output value (name, type)
+ * breaks    nothing; imports ai.wlower opset 1 when it adds a node
+ *
+ * s must have exactly one reader (the Mul) and not be a graph output; the
+ * Mul's other operand must be the very value the Sigmoid reads. Near misses
+ * left alone: Mul(y, Sigmoid(x)) with y ≠ x (a gate, e.g. GLU), a Sigmoid
+ * read elsewhere, HardSigmoid.
+ */
+#include <string.h>
 #include "passes.h"
+
+typedef struct SiluMatch {
+	Node *sig, *mul;
+	Value *x, *y;
+} SiluMatch;
+
+/* ---------------------------------------------------------------- match */
+
+static bool match_silu(Node *sig, SiluMatch *S)
+{
+	memset(S, 0, sizeof *S);
+	if (sig->ninputs != 1 || sig->noutputs != 1 || !sig->inputs[0] || !sig->outputs[0])
+		return false;
+	Value *x = sig->inputs[0], *s = sig->outputs[0];
+	if (s->nusers != 1 || s->is_output)
+		return false;
+	Node *mul = s->users[0].node;
+	if (mul->op != OP_Mul || mul->ninputs != 2 || mul->graph != sig->graph)
+		return false;
+	Value *o = mul->inputs[0] == s ? mul->inputs[1] : mul->inputs[0];
+	if (o != x || !mul->outputs[0])
+		return false;
+	*S = (SiluMatch){sig, mul, x, mul->outputs[0]};
+	return true;
+}
+
+/* ---------------------------------------------------------------- rewrite */
+
+static const char *silu_name(Module *m, const SiluMatch *S, int *counter)
+{
+	const char *a = S->sig->name ? S->sig->name : "", *b = S->mul->name ? S->mul->name : "";
+	size_t len = 0;
+	while (a[len] && a[len] == b[len])
+		len++;
+	while (len > 0 && a[len - 1] != '/')
+		len--;
+	if (len > 1)
+		return arena_printf(m->arena, "%.*sSiLU", (int)len, a);
+	return arena_printf(m->arena, "/SiLU_%d", (*counter)++);
+}
+
+static Node *rewrite_silu(Module *m, SiluMatch *S, int *counter)
+{
+	Node *n = node_new(S->mul->graph, "SiLU", "ai.wlower", silu_name(m, S, counter));
+	Attr *a = node_add_attr(n, "fused_from", AT_STRINGS);
+	a->n = 2;
+	a->strings = arena_alloc(m->arena, 2 * sizeof *a->strings);
+	Node *from[2] = {S->sig, S->mul};
+	for (int i = 0; i < 2; i++) {
+		const char *s = from[i]->name ? from[i]->name : "";
+		a->strings[i] = (StrRef){arena_strdup(m->arena, s), strlen(s)};
+	}
+	node_insert_before(S->mul, n);
+	node_add_input(n, S->x);
+	Value *s = S->sig->outputs[0];
+	node_remove(S->sig);
+	node_remove(S->mul);
+	s->type.kind = TY_NONE;
+	s->in_value_info = false;
+	node_add_output(n, S->y);
+	module_set_opset(m, "ai.wlower", 1);
+	return n;
+}
 
 int pass_canonicalize_silu(Module *m, PassContext *ctx, Diag *d)
 {
-	(void)m; (void)ctx; (void)d;
+	(void)d;
+	int changed = 0, counter = 0;
+	FOR_NODES_SAFE(m->graph, n, nx) {
+		SiluMatch S;
+		if (n->op == OP_Sigmoid && match_silu(n, &S)) {
+			Node *prev = n->prev;   /* nodes between Sigmoid and Mul stay to visit */
+			rewrite_silu(m, &S, &counter);
+			nx = prev ? prev->next : m->graph->first;
+			changed++;
+		}
+	}
+	if (ctx)
+		ctx->changed += changed;
 	return WL_OK;
 }

@@ -1,8 +1,196 @@
-/* fuse_matmul_nbits.c — being written (issue 4): does nothing yet. */
+/* fuse_matmul_nbits.c — linear layers become ai.wlower.MatMulNBits.
+ *
+ *   t = MatMul (a, w)                       y = ai.wlower.MatMulNBits <K: int = K, N: int = N,
+ *   y = Add (t, bias)            →                 bits: int = 32> (a, w, , , bias)
+ *      w: float[K, N] initializer, bias: float[N] initializer (Add either order)
+ *
+ *   t = com.microsoft.MatMulNBits <K, N, bits: int = 4, block_size> (a, b, scales, zp)
+ *   y = Add (bias, t)            →     y = ai.wlower.MatMulNBits <K, N, bits: int = 4,
+ *                                              block_size> (a, b, scales, zp, bias)
+ *
+ * The Add is optional: a matmul without one becomes the node alone.
+ * Input order of ai.wlower.MatMulNBits is A, B, scales?, zero_points?, bias?
+ * (docs/OPS.md: no g_idx slot). Bits 4 (and 2, 8) keep B, scales and zero
+ * points exactly as com.microsoft stores them; bits 32 keeps the float weight
+ * [K, N] in place (no copy, no transpose).
+ *
+ * Near misses left alone: a MatMul whose B is not a constant 2-D float
+ * initializer (attention scores q·kᵀ, attn·v), a com.microsoft MatMulNBits
+ * with g_idx or with a bias input already present followed by an Add (the
+ * Add stays, the matmul is still converted), an Add whose other operand is
+ * not a constant [N] vector (a residual add), a matmul output that is also
+ * read elsewhere or is a graph output (then the Add is not folded).
+ *
+ * requires  shape-infer (types of a, w), constant initializers
+ * maintains topological order, use lists, graph outputs (the fused node
+ *           produces the Add's output value, name and type kept)
+ * breaks    nothing
+ */
+#include <string.h>
 #include "passes.h"
+
+typedef struct MMCapture {
+	Node *mm;          /* MatMul or com.microsoft.MatMulNBits */
+	Node *add;         /* bias Add, or NULL */
+	Value *a, *b, *scales, *zp, *bias;
+	int64_t K, N, bits, block;
+} MMCapture;
+
+static bool is_float_init(const Value *v)
+{
+	return v && v->init && v->init->dtype == DT_FLOAT && v->init->data;
+}
+
+static bool elem_is_float(const Value *v)
+{
+	return v->type.kind == TY_TENSOR && v->type.elem == DT_FLOAT;
+}
+
+/* The bias Add after the matmul output t: other operand a float [N] constant. */
+static void match_bias(Value *t, MMCapture *c)
+{
+	if (t->nusers != 1 || t->is_output)
+		return;
+	Node *add = t->users[0].node;
+	if (add->op != OP_Add || add->ninputs != 2 || add->noutputs != 1 || add->graph != c->mm->graph)
+		return;
+	Value *o = add->inputs[0] == t ? add->inputs[1] : add->inputs[0];
+	if (o == t || !is_float_init(o) || o->init->ndim != 1 || o->init->dims[0] != c->N)
+		return;
+	c->add = add;
+	c->bias = o;
+}
+
+/* Fills c when n is a matmul we convert; changes nothing. */
+static bool match_matmul_nbits(Node *n, MMCapture *c)
+{
+	memset(c, 0, sizeof *c);
+	c->mm = n;
+	if (n->noutputs != 1 || !n->outputs[0] || n->ninputs < 2 || !n->inputs[0] || !n->inputs[1])
+		return false;
+	Value *a = n->inputs[0], *b = n->inputs[1];
+	if (!elem_is_float(a) || !a->type.has_shape || a->type.rank < 1)
+		return false;
+	const Dim *kd = &a->type.dims[a->type.rank - 1];
+	if (n->op == OP_MatMul) {
+		if (!is_float_init(b) || b->init->ndim != 2)
+			return false;
+		c->K = b->init->dims[0];
+		c->N = b->init->dims[1];
+		if (kd->kind != DIM_VALUE || kd->value != c->K || c->K <= 0 || c->N <= 0)
+			return false;
+		c->bits = 32;
+	} else if (n->op == OP_MsMatMulNBits) {
+		if (n->ninputs > 4 && n->inputs[4])
+			return false;            /* g_idx */
+		const Attr *ak = node_attr(n, "K"), *an = node_attr(n, "N"), *ab = node_attr(n, "block_size");
+		if (!ak || !an || !ab || ak->type != AT_INT || an->type != AT_INT || ab->type != AT_INT)
+			return false;
+		c->K = ak->i;
+		c->N = an->i;
+		c->block = ab->i;
+		c->bits = attr_int(n, "bits", 4);
+		if (c->bits != 2 && c->bits != 4 && c->bits != 8)
+			return false;
+		if (n->ninputs < 3 || !n->inputs[2] || !b->init || b->init->dtype != DT_UINT8)
+			return false;
+		c->scales = n->inputs[2];
+		if (!elem_is_float(c->scales) && !is_float_init(c->scales))
+			return false;
+		c->zp = n->ninputs > 3 ? n->inputs[3] : NULL;
+		if (n->ninputs > 5 && n->inputs[5])
+			c->bias = n->inputs[5];
+		if (c->bias && !(is_float_init(c->bias) || elem_is_float(c->bias)))
+			return false;
+	} else {
+		return false;
+	}
+	c->a = a;
+	c->b = b;
+	if (!c->bias)
+		match_bias(n->outputs[0], c);
+	return true;
+}
+
+/* "/a/b/MatMul" + "/a/b/Add" → "/a/b/matmul"; unnamed → "/MatMulNBits_<k>". */
+static const char *fused_name(Arena *ar, const Node *x, const Node *y, int k)
+{
+	const char *s = x->name;
+	size_t n = s ? strlen(s) : 0;
+	if (y && y->name) {
+		size_t i = 0;
+		while (i < n && s[i] == y->name[i])
+			i++;
+		n = i;
+	}
+	while (n > 0 && s[n - 1] != '/')
+		n--;
+	if (n == 0)
+		return arena_printf(ar, "/MatMulNBits_%d", k);
+	return arena_printf(ar, "%.*smatmul", (int)n, s);
+}
+
+static void set_strings(Arena *ar, Node *n, const char *name, const Node **from, int k)
+{
+	Attr *at = node_add_attr(n, name, AT_STRINGS);
+	at->n = k;
+	at->strings = arena_alloc(ar, sizeof(StrRef) * (size_t)k);
+	for (int i = 0; i < k; i++) {
+		const char *s = from[i]->name ? from[i]->name : "";
+		at->strings[i].ptr = arena_strdup(ar, s);
+		at->strings[i].len = strlen(s);
+	}
+}
+
+static void rewrite_matmul_nbits(Module *m, MMCapture *c, int k)
+{
+	Arena *ar = m->arena;
+	Graph *g = c->mm->graph;
+	Node *last = c->add ? c->add : c->mm;
+	Value *y = last->outputs[0];
+	Node *f = node_new(g, "MatMulNBits", "ai.wlower", fused_name(ar, c->mm, c->add, k));
+	node_add_attr(f, "K", AT_INT)->i = c->K;
+	node_add_attr(f, "N", AT_INT)->i = c->N;
+	node_add_attr(f, "bits", AT_INT)->i = c->bits;
+	if (c->bits != 32)
+		node_add_attr(f, "block_size", AT_INT)->i = c->block;
+	const Node *from[2] = {c->mm, c->add};
+	set_strings(ar, f, "fused_from", from, c->add ? 2 : 1);
+	node_insert_before(last, f);
+	Value *t = c->mm->outputs[0];
+	if (c->add)
+		node_remove(c->add);
+	node_remove(c->mm);
+	node_add_input(f, c->a);
+	node_add_input(f, c->b);
+	node_add_input(f, c->scales);
+	node_add_input(f, c->zp);
+	node_add_input(f, c->bias);
+	while (f->ninputs > 2 && !f->inputs[f->ninputs - 1])
+		f->ninputs--;
+	node_add_output(f, y);
+	if (c->add && t != y) {
+		t->in_value_info = false;
+		t->type.kind = TY_NONE;
+	}
+}
 
 int pass_fuse_matmul_nbits(Module *m, PassContext *ctx, Diag *d)
 {
-	(void)m; (void)ctx; (void)d;
+	(void)d;
+	int changed = 0;
+	FOR_NODES_SAFE(m->graph, n, nx) {
+		MMCapture c;
+		if (!match_matmul_nbits(n, &c))
+			continue;
+		if (c.add && nx == c.add)
+			nx = c.add->next;
+		rewrite_matmul_nbits(m, &c, changed);
+		changed++;
+	}
+	if (changed)
+		module_set_opset(m, "ai.wlower", 1);
+	if (ctx)
+		ctx->changed += changed;
 	return WL_OK;
 }

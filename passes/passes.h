@@ -23,6 +23,10 @@ int pass_fuse_logmel(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_argmax(Module *m, PassContext *ctx, Diag *d);
 int pass_fp16_attention(Module *m, PassContext *ctx, Diag *d);
 
+/* fuse_logmel.c: Whisper's mel filters [n_mels, 201] (librosa Slaney, sr 16000,
+ * n_fft 400) into out. */
+void whisper_mel_filters(int n_mels, float *out);
+
 /* shape_infer.c: infer one node's output types from its inputs (used by
  * passes that create nodes). Unknown ops keep declared types. */
 int shape_infer_node(Node *n, Diag *d);

@@ -1,6 +1,7 @@
 /* kernels_matmul.c — the blocked float32 GEMM and the ops built on it:
  * MatMul, Gemm, Conv (1-D/2-D/3-D, pads, strides, dilations, groups,
- * auto_pad) and com.microsoft MatMulNBits.
+ * auto_pad), com.microsoft MatMulNBits and ai.wlower MatMulNBits (bits 32 =
+ * float weight [K, N] read in place, bias, `splits` outputs).
  *
  * GEMM (GotoBLAS order): the N range is cut in NC-wide blocks, the M range
  * in MC-tall blocks; a task is one (batch, M block, N block) and is run by
@@ -1013,12 +1014,169 @@ static int nbits_run(KCall *c, Diag *d)
 	return WL_OK;
 }
 
+/* ---------------------------------------------------------------- ai.wlower MatMulNBits
+ * docs/OPS.md: inputs A [..., K]; B; scales?; zero_points?; bias? [N] (no
+ * g_idx slot). bits 2/4/8: B, scales and zero points as com.microsoft stores
+ * them; bits 32: B is float32 [K, N], read in place. `splits` cuts the N axis
+ * into several outputs (fused Q/K/V): the GEMM writes one [M, N] block into
+ * the shared scratch, then each output gets its columns. */
+typedef struct WlNBits {
+	NBits q;               /* bits < 32 */
+	int64_t nsplit;
+	const int64_t *splits;
+} WlNBits;
+
+static int wl_nbits_prepare(KCall *c, Diag *d)
+{
+	WlNBits *w = arena_alloc(c->arena, sizeof *w);
+	NBits *s = &w->q;
+	c->state = w;
+	const Attr *ak = node_attr(c->node, "K"), *an = node_attr(c->node, "N");
+	if (!ak || !an || ak->type != AT_INT || an->type != AT_INT)
+		return kfail(c, d, "attributes K and N (ints) are required");
+	s->K = ak->i;
+	s->N = an->i;
+	if (attr_get_int(c, d, "bits", 4, &s->bits))
+		return WL_ERR;
+	if (s->K <= 0 || s->N <= 0 || s->K > ((int64_t)1 << 40) || s->N > ((int64_t)1 << 40))
+		return kfail(c, d, "K and N must be positive");
+	if (s->bits != 32) {
+		if (s->bits != 2 && s->bits != 4 && s->bits != 8)
+			return kfail(c, d, "bits=%lld is not supported (2, 4, 8 or 32)", (long long)s->bits);
+		if (attr_get_int(c, d, "block_size", 0, &s->block))
+			return WL_ERR;
+		if (s->block < 16 || s->block > (1 << 20) || (s->block & (s->block - 1)))
+			return kfail(c, d, "block_size=%lld must be a power of 2 >= 16", (long long)s->block);
+		s->kblocks = (s->K + s->block - 1) / s->block;
+		s->blob = s->block * s->bits / 8;
+		s->zp_row = (s->kblocks * s->bits + 7) / 8;
+	}
+	const Attr *sp = node_attr(c->node, "splits");
+	if (sp) {
+		if (sp->type != AT_INTS || sp->n < 1)
+			return kfail(c, d, "attribute splits must be a non-empty list of ints");
+		int64_t sum = 0;
+		for (int i = 0; i < sp->n; i++) {
+			if (sp->ints[i] <= 0)
+				return kfail(c, d, "splits entries must be positive");
+			sum += sp->ints[i];
+		}
+		if (sum != s->N)
+			return kfail(c, d, "splits sum to %lld, N is %lld", (long long)sum, (long long)s->N);
+		if (c->nout != sp->n)
+			return kfail(c, d, "%d outputs for %d splits", c->nout, sp->n);
+		w->nsplit = sp->n;
+		w->splits = sp->ints;
+	} else if (c->nout != 1) {
+		return kfail(c, d, "%d outputs without splits", c->nout);
+	}
+	return WL_OK;
+}
+
+static int wl_nbits_infer(KCall *c, Diag *d)
+{
+	WlNBits *w = c->state;
+	NBits *s = &w->q;
+	if (need_in(c, d, 0, DTM(DT_FLOAT)))
+		return WL_ERR;
+	RTensor *A = c->in[0], *B = c->in[1];
+	RTensor *S = c->nin > 2 ? c->in[2] : NULL, *Z = c->nin > 3 ? c->in[3] : NULL;
+	RTensor *bias = c->nin > 4 ? c->in[4] : NULL;
+	char b1[96];
+	if (A->ndim < 1 || A->dims[A->ndim - 1] != s->K)
+		return kfail(c, d, "tensor '%s' %s: last dimension must be K=%lld", kin_name(c, 0), kdesc(A, b1),
+		             (long long)s->K);
+	if (s->bits == 32) {
+		if (need_in(c, d, 1, DTM(DT_FLOAT)))
+			return WL_ERR;
+		if (B->ndim != 2 || B->dims[0] != s->K || B->dims[1] != s->N)
+			return kfail(c, d, "tensor '%s' %s: expected float32[%lld,%lld]", kin_name(c, 1), kdesc(B, b1),
+			             (long long)s->K, (long long)s->N);
+		if (S || Z)
+			return kfail(c, d, "bits=32 takes no scales or zero points");
+	} else {
+		if (need_in(c, d, 1, DTM(DT_UINT8)) || need_in(c, d, 2, DTM(DT_FLOAT)))
+			return WL_ERR;
+		if (rt_numel(B) != s->N * s->kblocks * s->blob)
+			return kfail(c, d, "tensor '%s' %s: expected [%lld,%lld,%lld] uint8", kin_name(c, 1),
+			             kdesc(B, b1), (long long)s->N, (long long)s->kblocks, (long long)s->blob);
+		if (rt_numel(S) != s->N * s->kblocks)
+			return kfail(c, d, "tensor '%s' %s: expected %lld scales", kin_name(c, 2), kdesc(S, b1),
+			             (long long)(s->N * s->kblocks));
+		if (Z && !((Z->dtype == DT_UINT8 && rt_numel(Z) == s->N * s->zp_row) ||
+		           (Z->dtype == DT_FLOAT && rt_numel(Z) == s->N * s->kblocks)))
+			return kfail(c, d, "tensor '%s' %s: expected %lld packed uint8 or %lld float zero points",
+			             kin_name(c, 3), kdesc(Z, b1), (long long)(s->N * s->zp_row),
+			             (long long)(s->N * s->kblocks));
+	}
+	if (bias && (rt_numel(bias) != s->N || bias->dtype != DT_FLOAT))
+		return kfail(c, d, "tensor '%s' %s: bias must be float32[%lld]", kin_name(c, 4), kdesc(bias, b1),
+		             (long long)s->N);
+	int64_t od[RT_MAX_DIMS];
+	for (int i = 0; i < A->ndim - 1; i++)
+		od[i] = A->dims[i];
+	int64_t M = rt_numel(A) / s->K;
+	if (w->nsplit) {
+		for (int i = 0; i < w->nsplit; i++) {
+			od[A->ndim - 1] = w->splits[i];
+			if (c->out[i])
+				set_out(c->out[i], DT_FLOAT, A->ndim, od);
+		}
+		c->shared = ALIGN64((size_t)(M * s->N) * 4);
+	} else {
+		od[A->ndim - 1] = s->N;
+		set_out(c->out[0], DT_FLOAT, A->ndim, od);
+	}
+	c->scratch = gemm_scratch();
+	if ((size_t)s->K * sizeof(float) + 64 > c->scratch && M <= 2)
+		c->scratch = (size_t)s->K * sizeof(float) + 64;
+	return WL_OK;
+}
+
+static int wl_nbits_run(KCall *c, Diag *d)
+{
+	(void)d;
+	WlNBits *w = c->state;
+	NBits *s = &w->q;
+	RTensor *A = c->in[0], *B = c->in[1];
+	RTensor *S = c->nin > 2 ? c->in[2] : NULL, *Z = c->nin > 3 ? c->in[3] : NULL;
+	RTensor *bias = c->nin > 4 ? c->in[4] : NULL;
+	int64_t M = rt_numel(A) / s->K;
+	if (M == 0)
+		return WL_OK;
+	float *y = w->nsplit ? (float *)c->shared_base : c->out[0]->data;
+	GemmB gb;
+	if (s->bits == 32) {
+		gb = (GemmB){.kind = GB_ROWS, .b = B->data, .ldb = s->N};
+	} else {
+		gb = (GemmB){.kind = GB_NBITS, .q = B->data, .scales = S->data,
+		             .zp_packed = (Z && Z->dtype == DT_UINT8) ? Z->data : NULL,
+		             .zp_float = (Z && Z->dtype != DT_UINT8) ? Z->data : NULL,
+		             .bits = (int)s->bits, .block = (int)s->block, .kblocks = s->kblocks,
+		             .blob = s->blob, .zp_row = s->zp_row};
+	}
+	GemmArgs g = {.M = M, .N = s->N, .K = s->K, .batch = 1, .a = A->data, .lda = s->K, .b = &gb,
+	              .c = y, .ldc = s->N, .bias = bias ? bias->data : NULL};
+	gemm_run(c->pool, c->scratch_base, c->scratch_stride, &g);
+	int64_t off = 0;
+	for (int i = 0; i < w->nsplit; i++) {
+		int64_t n = w->splits[i];
+		if (c->out[i]) {
+			float *o = c->out[i]->data;
+			for (int64_t m = 0; m < M; m++)
+				memcpy(o + m * n, y + m * s->N + off, (size_t)n * 4);
+		}
+		off += n;
+	}
+	return WL_OK;
+}
+
 const Kernel kernels_matmul[] = {
 	/* unaligned_ok: the GEMM reads A, B, scales, zero points and bias as ufloat */
 	{"", "MatMul", NULL, matmul_infer, matmul_run, 0, false, 0x3},
 	{"", "Gemm", NULL, gemm_infer, gemm_run_op, 0, false, 0x3},
 	{"", "Conv", NULL, conv_infer, conv_run, 0, false, 0x3},
 	{"com.microsoft", "MatMulNBits", nbits_prepare, nbits_infer, nbits_run, 0, false, 0x2f},
-	{"ai.wlower", "MatMulNBits", nbits_prepare, nbits_infer, nbits_run, 0, false, 0x2f},
+	{"ai.wlower", "MatMulNBits", wl_nbits_prepare, wl_nbits_infer, wl_nbits_run, 0, false, 0x1f},
 	{0},
 };

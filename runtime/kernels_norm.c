@@ -10,9 +10,11 @@
  * before the float32 scale and bias are applied, as the ONNX function body
  * does (Normalized * Scale + B). Rows are split over the thread pool.
  *
- * ai.wlower semantics (our fused ops, defined here until a spec exists):
- *   Gelu(X) = X * 0.5 * (1 + erf(X / sqrt 2))
- *   RMSNorm(X, scale; epsilon=1e-6) = X / sqrt(mean(X^2, last axis) + epsilon) * scale
+ * ai.wlower semantics (docs/OPS.md):
+ *   Gelu(X; approximate="none") = X * 0.5 * (1 + erf(X / sqrt 2)), "tanh":
+ *     0.5 * X * (1 + tanh(sqrt(2/pi) * (X + 0.044715 X^3))), as ONNX Gelu-20
+ *   RMSNorm(X, scale; epsilon=1e-6, axis=-1) = X / sqrt(mean(X^2) + epsilon) * scale
+ *   (SiLU is elementwise: kernels_elementwise.c)
  */
 #include "kernels.h"
 
@@ -423,7 +425,7 @@ static int gelu_run(KCall *c, Diag *d)
 		j.kind = G_QUICK;
 		if (attr_get_float(c, d, "alpha", 1.702f, &j.alpha))
 			return WL_ERR;
-	} else if (!strcmp(t, "Gelu") && domain_is_default(c->node->domain)) {
+	} else if (!strcmp(t, "Gelu") && (domain_is_default(c->node->domain) || !strcmp(c->node->domain, "ai.wlower"))) {
 		const char *ap = attr_string(c->node, "approximate", "none");
 		if (!strcmp(ap, "tanh"))
 			j.kind = G_TANH;

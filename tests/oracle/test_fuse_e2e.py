@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""test_fuse_e2e.py — the fusion pipeline end to end on small generated graphs.
+
+    test_fuse_e2e.py WLOWER WORKDIR [--require CHECKS] [--only SUBSTR] [--threads N] [--stop-after PASS]
+
+Graphs (seeded, small): whisper tiny (--layers 1 --frames 200 --vocab 1000) at
+opset 14 and 17 and scale styles q and qk (encoder_model, decoder_prefill,
+decoder_with_past), Qwen2 small (1 layer, hidden 256, 4/2 heads; prefill and
+single_token), each float and 4-bit (`wlower quantize --nbits 4 --block-size 32`).
+
+For each: `wlower M --stop-after=fuse --emit onnx -o F.onnx`, the op histogram of
+F (always printed), then the checks
+  no-MatMul, no-MatMulNBits (com.microsoft), no-Softmax, no-Erf, no-Conv
+                      no such node remains
+  WhisperAttention    1 per attention (encoder: 1 per layer; decoders: 2 per layer)
+  ConvStem            1 in the encoder
+  GroupQueryAttention 1 per Qwen2 layer
+  psnr                `wlower run F` vs ONNX Runtime on the original graph:
+                      PSNR >= 100 dB on every output, equal tokens for logits
+A check that is not in --require (comma list of the names above; default: all)
+is reported as "(not required)" and does not fail: the list in tests/meson.build
+names what the implemented passes achieve.
+
+Ends with "fuse-e2e: N passed, M failed"; exit 1 on any required failure.
+"""
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run_oracle as ro  # noqa: E402  (make_inputs, sh, brief)
+
+ALL_CHECKS = ["no-MatMul", "no-MatMulNBits", "no-Softmax", "no-Erf", "no-Conv",
+              "WhisperAttention", "ConvStem", "GroupQueryAttention", "psnr"]
+FORBIDDEN = {"no-MatMul": ("", "MatMul"), "no-MatMulNBits": ("com.microsoft", "MatMulNBits"),
+             "no-Softmax": ("", "Softmax"), "no-Erf": ("", "Erf"), "no-Conv": ("", "Conv")}
+
+
+def histogram(path):
+    import onnx
+    m = onnx.load(path, load_external_data=False)
+    h = collections.Counter()
+    for n in m.graph.node:
+        dom = n.domain if n.domain not in ("", "ai.onnx") else ""
+        h[(dom, n.op_type)] += 1
+    return h
+
+
+def fmt_hist(h):
+    items = sorted(h.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join("%s%s %d" % (d + "." if d else "", op, c) for (d, op), c in items)
+
+
+class Tally:
+    def __init__(self, required):
+        self.required = required
+        self.passed = 0
+        self.failed = []
+
+    def check(self, label, name, ok, detail):
+        if ok:
+            self.passed += 1
+            print("  ok   %-20s %s" % (name, detail), flush=True)
+        elif name in self.required:
+            self.failed.append("%s: %s" % (label, name))
+            print("  FAIL %-20s %s" % (name, detail), flush=True)
+        else:
+            print("  --   %-20s %s (not required)" % (name, detail), flush=True)
+
+
+def expected_counts(graph, layers):
+    """(op, count) the fused graph must hold."""
+    if graph == "encoder_model":
+        return [("WhisperAttention", layers), ("ConvStem", 1)]
+    if graph.startswith("decoder"):
+        return [("WhisperAttention", 2 * layers)]
+    if graph in ("prefill", "single_token"):
+        return [("GroupQueryAttention", layers)]
+    return []
+
+
+def one_graph(args, tally, label, model, graph, layers, feeds, work):
+    print("%s:" % label, flush=True)
+    os.makedirs(work, exist_ok=True)
+    fused = os.path.join(work, "fused.onnx")
+    r, t = ro.sh([args.wlower, model, "--stop-after=" + args.stop_after, "--emit", "onnx", "-o", fused])
+    if r.returncode != 0:
+        tally.failed.append("%s: compile" % label)
+        print("  FAIL compile: wlower exited %d: %s" % (r.returncode, ro.brief(r.stderr)), flush=True)
+        return
+    before, after = histogram(model), histogram(fused)
+    print("  nodes %d -> %d (%.1f s)" % (sum(before.values()), sum(after.values()), t))
+    print("  before: %s" % fmt_hist(before))
+    print("  after:  %s" % fmt_hist(after), flush=True)
+    for name, (dom, op) in FORBIDDEN.items():
+        k = after.get((dom, op), 0)
+        tally.check(label, name, k == 0, "%d left" % k)
+    for op, want in expected_counts(graph, layers):
+        k = after.get(("ai.wlower", op), 0)
+        tally.check(label, op, k == want, "%d (want %d)" % (k, want))
+    wdir, odir = os.path.join(work, "wlower"), os.path.join(work, "ort")
+    for d in (wdir, odir):
+        subprocess.run(["rm", "-rf", d])
+    cmd = [args.wlower, "run", fused, "--output-dir", wdir, "--threads", str(args.threads)]
+    for f in feeds:
+        cmd += ["--input", f]
+    r, _ = ro.sh(cmd)
+    if r.returncode != 0:
+        tally.check(label, "psnr", False, "wlower run exited %d: %s" % (r.returncode, ro.brief(r.stderr)))
+        return
+    r, _ = ro.sh(["node", os.path.join(HERE, "ort_run.js"), model, odir, "--threads", str(args.threads)] + feeds)
+    if r.returncode != 0:
+        tally.check(label, "psnr", False, "ort_run.js exited %d: %s" % (r.returncode, ro.brief(r.stderr)))
+        return
+    r, _ = ro.sh([ro.PY, os.path.join(HERE, "compare.py"), odir, wdir, "--psnr", "100", "--label", "   "])
+    sys.stdout.write(r.stdout)
+    tally.check(label, "psnr", r.returncode == 0, "vs ONNX Runtime on the original (>= 100 dB, tokens)")
+
+
+def generate(tag, cmd, outdir):
+    if os.path.exists(os.path.join(outdir, "done")):
+        return True
+    r, t = ro.sh(cmd + ["--out", outdir, "--ref", os.path.join(outdir, "ref")])
+    if r.returncode != 0:
+        print("FAIL %s: generator: %s" % (tag, (r.stdout + r.stderr).strip()[-600:]), flush=True)
+        return False
+    open(os.path.join(outdir, "done"), "w").close()
+    print("%s: generated in %.1f s" % (tag, t), flush=True)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("wlower")
+    ap.add_argument("workdir")
+    ap.add_argument("--require", default=",".join(ALL_CHECKS),
+                    help="comma list of checks that fail the test (default: all)")
+    ap.add_argument("--only", default=None, help="only graphs whose label contains this")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--stop-after", default="fuse",
+                    help="pass or group to stop after (default fuse; e.g. canonicalize to check those passes alone)")
+    args = ap.parse_args()
+    args.wlower = os.path.abspath(args.wlower)
+    required = {c for c in args.require.split(",") if c}
+    unknown = required - set(ALL_CHECKS)
+    if unknown:
+        ap.error("unknown checks %s (known: %s)" % (sorted(unknown), ",".join(ALL_CHECKS)))
+    print("fuse-e2e: required checks: %s" % (",".join(c for c in ALL_CHECKS if c in required) or "none"))
+    tally = Tally(required)
+    r, _ = ro.sh(["sh", os.path.join(HERE, "install.sh")])
+    if r.returncode != 0:
+        print("fuse-e2e: the ONNX Runtime oracle could not be installed: %s" % ro.brief(r.stderr + r.stdout))
+        print("fuse-e2e: 0 passed, 1 failed")
+        return 1
+    os.makedirs(args.workdir, exist_ok=True)
+    layers = 1
+    sets = []
+    for opset in (14, 17):
+        for style in ("q", "qk"):
+            tag = "whisper-tiny-op%d-%s" % (opset, style)
+            sets.append((tag, [ro.PY, os.path.join(ro.MODELS, "whisper.py"), "--size", "tiny",
+                               "--layers", str(layers), "--frames", "200", "--vocab", "1000",
+                               "--opset", str(opset), "--scale-style", style]))
+    sets.append(("qwen2-small", [ro.PY, os.path.join(ro.MODELS, "qwen2.py"), "--layers", str(layers),
+                                 "--hidden", "256", "--heads", "4", "--kv-heads", "2", "--ffn", "512",
+                                 "--vocab", "1000"]))
+    gen_failed = 0
+    for tag, cmd in sets:
+        if args.only and not any(args.only in "%s/%s" % (tag, g) for g in
+                                 ("encoder_model", "decoder_prefill", "decoder_with_past",
+                                  "prefill", "single_token")):
+            continue
+        outdir = os.path.join(args.workdir, tag)
+        if not generate(tag, cmd, outdir):
+            gen_failed += 1
+            continue
+        for model in sorted(f for f in os.listdir(outdir) if f.endswith(".onnx") and ".nbits" not in f):
+            g = model[:-5]
+            path = os.path.join(outdir, model)
+            ref = os.path.join(outdir, "ref", g)
+            feeds = ro.make_inputs(path, ref if os.path.isdir(ref) else None, os.path.join(outdir, "inputs", g))
+            for q in (False, True):
+                label = "%s/%s%s" % (tag, g, "+nbits" if q else "")
+                if args.only and args.only not in label:
+                    continue
+                m = path
+                if q:
+                    m = os.path.join(outdir, g + ".nbits.onnx")
+                    if not os.path.exists(m):
+                        r, _ = ro.sh([args.wlower, "quantize", path, "-o", m, "--nbits", "4", "--block-size", "32"])
+                        if r.returncode != 0:
+                            tally.failed.append("%s: quantize" % label)
+                            print("FAIL %s: wlower quantize: %s" % (label, ro.brief(r.stderr)), flush=True)
+                            continue
+                one_graph(args, tally, label, m, g, layers, feeds, os.path.join(outdir, "run", label.split("/")[1]))
+    failed = len(tally.failed) + gen_failed
+    if tally.failed:
+        print("failed checks:")
+        for f in tally.failed:
+            print("  " + f)
+    print("fuse-e2e: %d passed, %d failed" % (tally.passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
