@@ -141,7 +141,7 @@ static bool match_erf_gelu(Node *erf, GeluMatch *g)
 	push(g, d);
 	push(g, erf);
 	Node *a = sole_user(erf->outputs[0], OP_Add);
-	if (!a || !other_than_const(a, 1.0))
+	if (!a || other_than_const(a, 1.0) != erf->outputs[0])
 		return false;
 	push(g, a);
 	return match_tail(g, a->outputs[0]);
@@ -182,6 +182,8 @@ static bool match_tanh_gelu(Node *th, GeluMatch *g)
 	Value *uv = th->inputs[0];
 	Node *u = prod(uv, OP_Mul);
 	Value *sv = u && inner(uv) ? other_than_const(u, 0.7978845608028654) : NULL;
+	if (sv == uv)
+		return false;
 	Node *s = prod(sv, OP_Add);
 	if (!s || !inner(sv))
 		return false;
@@ -203,7 +205,7 @@ static bool match_tanh_gelu(Node *th, GeluMatch *g)
 	push(g, u);
 	push(g, th);
 	Node *a = sole_user(th->outputs[0], OP_Add);
-	if (!a || !other_than_const(a, 1.0))
+	if (!a || other_than_const(a, 1.0) != th->outputs[0])
 		return false;
 	push(g, a);
 	g->tanh_form = true;

@@ -77,13 +77,13 @@ static Value *other(const Node *n, const Value *v)
 	return NULL;
 }
 
-/* A constant float vector of D elements (shape [D], or [1,..,1,D]). */
+/* A constant float vector of shape [D] (a [1,1,D] one would broadcast x up). */
 static bool param_vec(const Value *v, int64_t D)
 {
 	if (!v || !v->init || v->init->dtype != DT_FLOAT || !v->init->data || tensor_numel(v->init) != D)
 		return false;
 	const Tensor *t = v->init;
-	return t->ndim >= 1 && t->dims[t->ndim - 1] == D;
+	return t->ndim == 1 && t->dims[0] == D;
 }
 
 /* ReduceMean over the last axis only, keepdims 1. */

@@ -76,7 +76,7 @@ static bool param_vec(const Value *v, int64_t D)
 {
 	if (!v || !v->init || v->init->dtype != DT_FLOAT || !v->init->data || tensor_numel(v->init) != D)
 		return false;
-	return v->init->ndim >= 1 && v->init->dims[v->init->ndim - 1] == D;
+	return v->init->ndim == 1 && v->init->dims[0] == D;
 }
 
 static bool mean_last(const Node *n, const Value *x)

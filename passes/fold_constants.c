@@ -20,7 +20,8 @@
  *   - it is Shape or Size of a value whose shape is fully static (the
  *     start/end attributes of Shape-15 are honoured), or every present
  *     input is an initializer (not a string) and the node is deterministic
- *     (no Random*, Multinomial, Bernoulli) and owns no subgraph;
+ *     (no Random*, Multinomial, Bernoulli), is no Quantize/DequantizeLinear
+ *     (QDQ weights keep their structure) and owns no subgraph;
  *   - none of its outputs is a graph output (their producers stay), and at
  *     least one output is read;
  *   - every output has at most FOLD_MAX_ELEMS (1M) elements (checked from the
@@ -42,8 +43,11 @@
 
 static bool nondeterministic(const Node *n)
 {
+	/* (Quantize|Dequantize)Linear of weights stay: they are the QDQ
+	 * structure later passes read, not a computation to fold away. */
 	static const char *const bad[] = {"RandomNormal", "RandomUniform", "RandomNormalLike",
-	                                  "RandomUniformLike", "Multinomial", "Bernoulli", NULL};
+	                                  "RandomUniformLike", "Multinomial", "Bernoulli",
+	                                  "QuantizeLinear", "DequantizeLinear", NULL};
 	for (int i = 0; bad[i]; i++)
 		if (!strcmp(n->op_type, bad[i]))
 			return true;

@@ -271,13 +271,25 @@ static void rewrite_conv_stem(Module *m, StemCapture *c, int k)
 	a->ints[0] = a->ints[1] = 1;
 	/* fused_from in graph order */
 	a = node_add_attr(f, "fused_from", AT_STRINGS);
-	a->strings = arena_alloc(ar, sizeof(StrRef) * (size_t)c->nn);
+	int nf = 0;
+	for (int i = 0; i < c->nn; i++) {
+		const Attr *ff = node_attr(c->nodes[i], "fused_from");
+		nf += ff && ff->type == AT_STRINGS ? ff->n : 1;
+	}
+	a->strings = arena_alloc(ar, sizeof(StrRef) * (size_t)nf);
 	for (Node *n = g->first; n; n = n->next)
-		for (int i = 0; i < c->nn; i++)
-			if (c->nodes[i] == n) {
-				const char *s = n->name ? n->name : "";
-				a->strings[a->n++] = (StrRef){arena_strdup(ar, s), strlen(s)};
+		for (int i = 0; i < c->nn; i++) {
+			if (c->nodes[i] != n)
+				continue;
+			const Attr *ff = node_attr(n, "fused_from");   /* a canonical Gelu: its own nodes */
+			if (ff && ff->type == AT_STRINGS) {
+				for (int j = 0; j < ff->n; j++)
+					a->strings[a->n++] = ff->strings[j];
+				continue;
 			}
+			const char *s = n->name ? n->name : "";
+			a->strings[a->n++] = (StrRef){arena_strdup(ar, s), strlen(s)};
+		}
 	Value *pos = c->pos;
 	if (c->slice) {
 		/* the first F2 rows of the table, referenced in place */

@@ -15,11 +15,12 @@
  * [K, N] in place (no copy, no transpose).
  *
  * Near misses left alone: a MatMul whose B is not a constant 2-D float
- * initializer (attention scores q·kᵀ, attn·v), a com.microsoft MatMulNBits
- * with g_idx or with a bias input already present followed by an Add (the
- * Add stays, the matmul is still converted), an Add whose other operand is
- * not a constant [N] vector (a residual add), a matmul output that is also
- * read elsewhere or is a graph output (then the Add is not folded).
+ * initializer (attention scores q·kᵀ, attn·v), a MatMul whose A is not float
+ * or has an unknown K, a com.microsoft MatMulNBits with g_idx. The Add is
+ * not folded (the matmul alone converts) when its other operand is not a
+ * constant float [N] vector (a residual add, a [1, N] bias), when the
+ * matmul output is also read elsewhere or is a graph output, or when a
+ * com.microsoft MatMulNBits already has a bias input.
  *
  * requires  shape-infer (types of a, w), constant initializers
  * maintains topological order, use lists, graph outputs (the fused node

@@ -17,7 +17,10 @@
  *   s' = Div (s, c) | Mul (s, c)          # optional
  *   s''= Add (Reshape (s'), mask)         # optional; mask a constant [T,L] / [1,1,T,L]
  *                                         # (or Expand of one), 0 on and below the
- *                                         # diagonal j <= P+i, <= -1e9 or -inf above
+ *                                         # diagonal j <= P+i, <= -1e9 or -inf above;
+ *      | Where (keep, s', neg)            # or keep a bool constant true on and below
+ *      | Where (drop, neg, s')            # the diagonal (drop: above), neg <= -1e9
+ *                                         # (Trilu masks are constants once folded)
  *   p  = Softmax <axis=-1> (Reshape (s''))  # Reshapes between 3-D and 4-D views optional
  *   o3 = MatMul (Cast? (p), v3)           # v3 like kh (3-D form: Reshape of it)
  *   o  = Reshape (Transpose <perm=[0,2,1,3]> (Reshape (o3, _)), _)   # [B,T,D]
@@ -101,18 +104,24 @@ static void push(WaMatch *m, Node *n)
 		m->nn = MAXN + 1;   /* overflow: refuse in check_private */
 }
 
-/* Scalar float constant operand of a binary node (the other input is x). */
-static bool scalar_operand(const Node *n, const Value *x, double *c)
+/* For Mul (x, c), Mul (c, x) or Div (x, c) with c a finite nonzero float
+ * scalar constant: returns x and sets *c; else NULL. */
+static Value *scaled(const Node *n, double *c)
 {
-	if (n->ninputs != 2)
-		return false;
-	const Value *o = n->inputs[0] == x ? n->inputs[1] : n->inputs[0];
-	if (o == x || !o || !o->init || o->init->dtype != DT_FLOAT || tensor_numel(o->init) != 1 || !o->init->data)
-		return false;
-	if (n->op == OP_Div && n->inputs[1] != o)
-		return false;
-	*c = tensor_get_f64(o->init, 0);
-	return isfinite(*c) && *c != 0;
+	if (!n || n->ninputs != 2 || !n->inputs[0] || !n->inputs[1])
+		return NULL;
+	for (int ci = 1; ci >= 0; ci--) {
+		const Value *o = n->inputs[ci];
+		if (n->op == OP_Div && ci == 0)
+			break;
+		if (!o->init || o->init->dtype != DT_FLOAT || tensor_numel(o->init) != 1 || !o->init->data ||
+		    n->inputs[1 - ci]->init)
+			continue;
+		*c = tensor_get_f64(o->init, 0);
+		if (isfinite(*c) && *c != 0)
+			return n->inputs[1 - ci];
+	}
+	return NULL;
 }
 
 /* Skips float -> float Casts. */
@@ -173,6 +182,26 @@ static bool mask_is_causal(const WaMatch *m, const Value *mask)
 			if (j <= m->P + i ? x != 0.0 : !(x <= -1e9))
 				return false;
 		}
+	return true;
+}
+
+/* Where form: a bool constant [.., T, L] (leading dims 1) that is true
+ * exactly on and below the diagonal j <= P+i (keep = true), or exactly
+ * above it (keep = false: it selects the negative fill). */
+static bool where_is_causal(const WaMatch *m, const Value *cond, bool keep)
+{
+	const Tensor *t = cond->init;
+	int64_t L = m->P + m->S;
+	if (!t || t->dtype != DT_BOOL || !t->data || t->ndim < 2 || t->dims[t->ndim - 2] != m->T ||
+	    t->dims[t->ndim - 1] != L)
+		return false;
+	for (int i = 0; i + 2 < t->ndim; i++)
+		if (t->dims[i] != 1)
+			return false;
+	for (int64_t i = 0; i < m->T; i++)
+		for (int64_t j = 0; j < L; j++)
+			if ((tensor_get_i64(t, i * L + j) != 0) != ((j <= m->P + i) == keep))
+				return false;
 	return true;
 }
 
@@ -257,6 +286,8 @@ static bool match_wa(Node *sm, WaMatch *m)
 	Value *s = sm->inputs[0];
 	Node *mm1 = NULL;
 	Value *mask = NULL;
+	Node *where = NULL;
+	bool where_keep = false;
 	for (int guard = 0; guard < 6 && !mm1; guard++) {
 		if (s->nusers != 1 || s->is_output)
 			return false;
@@ -264,6 +295,7 @@ static bool match_wa(Node *sm, WaMatch *m)
 		if (!n)
 			return false;
 		double c;
+		Value *sx;
 		if (n->op == OP_MatMul) {
 			mm1 = n;
 		} else if (n->op == OP_Reshape) {
@@ -271,6 +303,21 @@ static bool match_wa(Node *sm, WaMatch *m)
 			if (a == s)
 				return false;
 			s = a;
+		} else if (n->op == OP_Where && !mask && !where && n->ninputs == 3) {
+			/* Where (keep, s, neg) or Where (drop, neg, s) */
+			int si = n->inputs[1] && !n->inputs[1]->init ? 1 : 2;
+			double neg;
+			Value *nv = n->inputs[3 - si];
+			if (!nv || !n->inputs[si] || !n->inputs[0] || !nv->init || tensor_numel(nv->init) != 1 ||
+			    !nv->init->data || !n->inputs[0]->init)
+				return false;
+			neg = tensor_get_f64(nv->init, 0);
+			if (!(neg <= -1e9))
+				return false;
+			where = n;
+			where_keep = si == 1;
+			push(m, n);
+			s = n->inputs[si];
 		} else if (n->op == OP_Add && !mask) {
 			Value *x = n->inputs[0], *o = n->inputs[1];
 			if (!const_like(o)) {
@@ -281,10 +328,11 @@ static bool match_wa(Node *sm, WaMatch *m)
 			mask = o;
 			push(m, n);
 			s = x;
-		} else if ((n->op == OP_Div || n->op == OP_Mul) && scalar_operand(n, n->inputs[0], &c) && !mask) {
+		} else if ((n->op == OP_Div || n->op == OP_Mul) && (sx = scaled(n, &c)) && c > 0) {
+			/* before or after the mask: a positive scale keeps masked scores masked */
 			m->scale *= n->op == OP_Div ? 1.0 / c : c;
 			push(m, n);
-			s = n->inputs[0];
+			s = sx;
 		} else {
 			return false;
 		}
@@ -296,8 +344,9 @@ static bool match_wa(Node *sm, WaMatch *m)
 	Value *qv = mm1->inputs[0];
 	double c;
 	Node *n;
-	if ((n = prod(qv, OP_Mul)) && qv->nusers == 1 && scalar_operand(n, n->inputs[0], &c)) {
-		m->scale *= c; push(m, n); qv = n->inputs[0];
+	Value *x;
+	if ((n = prod(qv, OP_Mul)) && qv->nusers == 1 && (x = scaled(n, &c))) {
+		m->scale *= c; push(m, n); qv = x;
 	}
 	int64_t qd[MAXR];
 	if (shape(qv, qd) == 3) {   /* 3-D bmm form */
@@ -307,8 +356,8 @@ static bool match_wa(Node *sm, WaMatch *m)
 		push(m, r3);
 		qv = r3->inputs[0];
 	}
-	if ((n = prod(qv, OP_Mul)) && qv->nusers == 1 && scalar_operand(n, n->inputs[0], &c)) {
-		m->scale *= c; push(m, n); qv = n->inputs[0];
+	if ((n = prod(qv, OP_Mul)) && qv->nusers == 1 && (x = scaled(n, &c))) {
+		m->scale *= c; push(m, n); qv = x;
 	}
 	int64_t p0213[4] = {0, 2, 1, 3};
 	Node *qt = prod(qv, OP_Transpose);
@@ -321,8 +370,8 @@ static bool match_wa(Node *sm, WaMatch *m)
 		return false;
 	push(m, qr);
 	qv = qr->inputs[0];
-	if ((n = prod(qv, OP_Mul)) && qv->nusers == 1 && scalar_operand(n, n->inputs[0], &c)) {
-		m->scale *= c; push(m, n); qv = n->inputs[0];
+	if ((n = prod(qv, OP_Mul)) && qv->nusers == 1 && (x = scaled(n, &c))) {
+		m->scale *= c; push(m, n); qv = x;
 	}
 	int64_t want_q[3] = {m->B, m->T, m->H * m->hd};
 	if (!dims_eq(qv, 3, want_q))
@@ -330,8 +379,8 @@ static bool match_wa(Node *sm, WaMatch *m)
 	m->q = qv;
 	/* K: [Mul] <- Transpose (3-D 021 of Reshape(kh) | 4-D 0132 of kh | 0231 of Reshape(k)) */
 	Value *kv = mm1->inputs[1];
-	if ((n = prod(kv, OP_Mul)) && kv->nusers == 1 && scalar_operand(n, n->inputs[0], &c)) {
-		m->scale *= c; push(m, n); kv = n->inputs[0];
+	if ((n = prod(kv, OP_Mul)) && kv->nusers == 1 && (x = scaled(n, &c))) {
+		m->scale *= c; push(m, n); kv = x;
 	}
 	Node *kt = prod(kv, OP_Transpose);
 	if (!kt || kv->nusers != 1)
@@ -395,8 +444,15 @@ static bool match_wa(Node *sm, WaMatch *m)
 			return false;
 	}
 	/* mask */
+	if (mask && where)
+		return false;
 	if (mask) {
 		if (!mask_is_causal(m, mask))
+			return false;
+		m->causal = true;
+	}
+	if (where) {
+		if (!where_is_causal(m, where->inputs[0], where_keep))
 			return false;
 		m->causal = true;
 	}

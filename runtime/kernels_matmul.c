@@ -23,6 +23,9 @@
  */
 #include "kernels.h"
 
+/* GCC notes (once per file) that a 64-byte vector is passed differently with
+ * and without AVX-512. That is safe only because every function taking or
+ * returning a v16 is always_inline, hence compiled inside each clone. */
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 enum { MR = 8, NR = 32, KC = 256, MC = 256, NC = 256 };
@@ -151,9 +154,12 @@ static void pack_b(const GemmB *B, int64_t boff, int64_t k0, int64_t kc, int64_t
 
 /* ---------------------------------------------------------------- micro-kernel */
 
-static inline v16 vld(const float *p) { return *(const v16 *)p; }
-static inline v16 vldu(const ufloat *p) { return *(const v16u *)p; }
-static inline void vst(float *p, v16 v) { *(v16 *)p = v; }
+/* always_inline (see -Wpsabi above): at -O0 a plain static inline stays out
+ * of line, compiled for the baseline ISA, and the AVX-512 clone of gemm_task
+ * would call it with its v16 in zmm registers, where it expects memory. */
+static inline __attribute__((always_inline)) v16 vld(const float *p) { return *(const v16 *)p; }
+static inline __attribute__((always_inline)) v16 vldu(const ufloat *p) { return *(const v16u *)p; }
+static inline __attribute__((always_inline)) void vst(float *p, v16 v) { *(v16 *)p = v; }
 
 /* C[0:mr, 0:nr] (+)= sum_k A[i][k] * P[k][0:NR]; a[i] points at A row i, k0. */
 static inline __attribute__((always_inline)) void

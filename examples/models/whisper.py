@@ -94,9 +94,11 @@ def build(torch, cfg):
         def _shape(self, t, seq_len, bsz):
             return t.view(bsz, seq_len, self.num_heads, self.head_dim).transpose(1, 2).contiguous()
 
-        def forward(self, hidden_states, key_value_states=None, past_key_value=None, attention_mask=None):
-            """Returns (output, (key, value)) with key/value [b, h, s, hd] unscaled, as HF caches them."""
-            is_cross = key_value_states is not None
+        def forward(self, hidden_states, key_value_states=None, past_key_value=None, attention_mask=None,
+                    cross=False):
+            """Returns (output, (key, value)) with key/value [b, h, s, hd] unscaled, as HF caches them.
+            cross: this is the cross-attention (with past: its K/V come from the cache alone)."""
+            is_cross = cross or key_value_states is not None
             bsz, tgt_len, _ = hidden_states.size()
             if self.scale_style == "q":
                 query_states = self.q_proj(hidden_states) * self.scaling
@@ -209,7 +211,7 @@ def build(torch, cfg):
             residual = hidden_states
             hidden_states = self.encoder_attn_layer_norm(hidden_states)
             hidden_states, cross_present = self.encoder_attn(
-                hidden_states, key_value_states=encoder_hidden_states, past_key_value=cross_past)
+                hidden_states, key_value_states=encoder_hidden_states, past_key_value=cross_past, cross=True)
             hidden_states = residual + hidden_states
             residual = hidden_states
             hidden_states = self.final_layer_norm(hidden_states)

@@ -1,0 +1,247 @@
+/* test_fuse_attention.c — ai.wlower WhisperAttention and GroupQueryAttention
+ * against the unfused subgraphs they replace.
+ *
+ * Each case is an unfused graph in ONNX textual syntax: the positive cases of
+ * tests/lit/fuse_whisper_attention.onnxtxt and fuse_gqa.onnxtxt (self, causal,
+ * openai qk, with past, cross "bhsd", Where mask; GQA prefill with RoPE, and a
+ * Qwen2 single-token step: RoPE rows gathered at position_ids, past K/V,
+ * repeat_kv, the transformers attention_mask chain, here with a padded key). The
+ * graph runs through the reference executor as written (the reference),
+ * then through shape-infer, the fusion pass and dce, and again on the same
+ * random inputs: the fused op must be the only node left, and every output
+ * within 1e-5 relative (max |ref - got| / max |ref|). With fp16 = 1 the
+ * outputs differ, but by less than binary16 rounding allows (2e-3).
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "passes/passes.h"
+#include "runtime/rt.h"
+
+#ifndef WLOWER_SOURCE_ROOT
+#define WLOWER_SOURCE_ROOT "."
+#endif
+
+/* The "#--- NAME" section of a split-file lit test, as a malloc'ed string. */
+static char *lit_section(const char *file, const char *name)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/tests/lit/%s", WLOWER_SOURCE_ROOT, file);
+	FILE *f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *s = malloc((size_t)n + 1);
+	ck_assert(fread(s, 1, (size_t)n, f) == (size_t)n);
+	s[n] = 0;
+	fclose(f);
+	char tag[128];
+	snprintf(tag, sizeof tag, "#--- %s\n", name);
+	char *b = strstr(s, tag);
+	ck_assert_msg(b != NULL, "no section %s in %s", name, path);
+	b += strlen(tag);
+	char *e = strstr(b, "\n#--- ");
+	size_t len = e ? (size_t)(e - b) + 1 : strlen(b);
+	char *out = malloc(len + 1);
+	memcpy(out, b, len);
+	out[len] = 0;
+	free(s);
+	return out;
+}
+
+static Module *parse(const char *src)
+{
+	Module *m = NULL;
+	Diag d = {0};
+	ck_assert_msg(text_parse(src, strlen(src), "t.onnxtxt", &m, &d) == WL_OK, "parse: %s", d.msg);
+	return m;
+}
+
+static void run_passes(Module *m, const char *passes, bool fp16)
+{
+	PipelineOptions o = {0};
+	o.passes = passes;
+	o.verify_each = true;
+	o.fuse.fp16_attention = fp16;
+	Diag d = {0};
+	ck_assert_msg(pipeline_run(m, &o, &d) == WL_OK, "%s: %s", passes, d.msg);
+	ck_assert_msg(ir_verify(m, &d) == WL_OK, "verify: %s", d.msg);
+}
+
+enum { MAXIO = 8 };
+typedef struct Inputs { RTensor t[MAXIO]; const char *name[MAXIO]; int n; } Inputs;
+
+/* Seeded inputs: floats in [-2, 2); integer inputs (attention_mask) get
+ * 1 everywhere but element 1, which is 0 (a padded key). */
+static void make_inputs(Module *m, Inputs *in, unsigned seed)
+{
+	srand(seed);
+	in->n = 0;
+	Graph *g = m->graph;
+	for (int i = 0; i < g->ninputs; i++) {
+		Value *v = g->inputs[i];
+		if (v->init)
+			continue;
+		ck_assert_int_lt(in->n, MAXIO);
+		ck_assert(type_shape_known(&v->type));
+		int64_t dims[RT_MAX_DIMS];
+		for (int k = 0; k < v->type.rank; k++)
+			dims[k] = v->type.dims[k].value;
+		RTensor *t = &in->t[in->n];
+		memset(t, 0, sizeof *t);
+		rt_alloc(t, v->type.elem, v->type.rank, dims);
+		for (int64_t k = 0; k < rt_numel(t); k++) {
+			if (v->type.elem == DT_FLOAT)
+				((float *)t->data)[k] = 4.0f * ((float)rand() / (float)RAND_MAX) - 2.0f;
+			else
+				((int64_t *)t->data)[k] = k == 1 ? 0 : 1;
+		}
+		in->name[in->n++] = v->name;
+	}
+}
+
+static void free_inputs(Inputs *in)
+{
+	for (int i = 0; i < in->n; i++)
+		rt_free(&in->t[i]);
+}
+
+/* Runs m; copies every output into out[] (returns the count). */
+static int run(Module *m, Inputs *in, RTensor *out)
+{
+	Exec *e = NULL;
+	Diag d = {0};
+	ck_assert_msg(exec_new(m, 2, &e, &d) == WL_OK, "exec_new: %s", d.msg);
+	for (int i = 0; i < in->n; i++)
+		ck_assert_msg(exec_bind(e, in->name[i], &in->t[i], &d) == WL_OK, "bind: %s", d.msg);
+	ck_assert_msg(exec_run(e, &d) == WL_OK, "run: %s", d.msg);
+	int no = exec_output_count(e);
+	ck_assert_int_le(no, MAXIO);
+	for (int i = 0; i < no; i++) {
+		const RTensor *r = exec_output(e, i);
+		memset(&out[i], 0, sizeof out[i]);
+		rt_alloc(&out[i], r->dtype, r->ndim, r->dims);
+		memcpy(out[i].data, r->data, r->nbytes);
+	}
+	exec_free(e);
+	return no;
+}
+
+static double rel_err(const RTensor *a, const RTensor *b)
+{
+	ck_assert_int_eq(a->dtype, DT_FLOAT);
+	ck_assert(a->ndim == b->ndim && rt_numel(a) == rt_numel(b));
+	const float *x = a->data, *y = b->data;
+	double peak = 0, err = 0;
+	for (int64_t i = 0; i < rt_numel(a); i++) {
+		peak = fmax(peak, fabs(x[i]));
+		err = fmax(err, fabs((double)x[i] - y[i]));
+	}
+	return peak > 0 ? err / peak : err;
+}
+
+/* Fuses src with `pass`; the fused op must be the only node; compares. */
+static void check(const char *src, const char *pass, const char *op, bool fp16)
+{
+	Module *ref = parse(src), *got = parse(src);
+	run_passes(ref, "shape-infer", false);
+	char passes[256];
+	snprintf(passes, sizeof passes, "shape-infer,%s,fp16-attention,dce", pass);
+	run_passes(got, passes, fp16);
+	ck_assert_int_eq(got->graph->nnodes, 1);
+	Node *n = got->graph->first;
+	ck_assert_str_eq(n->op_type, op);
+	ck_assert_str_eq(n->domain, "ai.wlower");
+	ck_assert(node_attr(n, "fused_from") != NULL);
+	ck_assert_int_eq(module_opset(got, "ai.wlower"), 1);
+	ck_assert_int_eq(attr_int(n, "fp16", 0), fp16);
+	Inputs in;
+	make_inputs(ref, &in, 7);
+	RTensor a[MAXIO], b[MAXIO];
+	int na = run(ref, &in, a), nb = run(got, &in, b);
+	ck_assert_int_eq(na, nb);
+	for (int i = 0; i < na; i++) {
+		double e = rel_err(&a[i], &b[i]);
+		if (fp16)
+			ck_assert_msg(e < 2e-3, "%s output %d: fp16 relative error %g", op, i, e);
+		else
+			ck_assert_msg(e < 1e-5, "%s output %d: relative error %g", op, i, e);
+		rt_free(&a[i]);
+		rt_free(&b[i]);
+	}
+	free_inputs(&in);
+	module_free(ref);
+	module_free(got);
+}
+
+static void check_lit(const char *file, const char *section, const char *pass, const char *op, bool fp16)
+{
+	char *src = lit_section(file, section);
+	check(src, pass, op, fp16);
+	free(src);
+}
+
+#define WA_CASE(name)                                                                               \
+	START_TEST(test_wa_##name)                                                                  \
+	{                                                                                           \
+		check_lit("fuse_whisper_attention.onnxtxt", #name ".onnxtxt", "fuse-whisper-attention", \
+		          "WhisperAttention", false);                                               \
+	}                                                                                           \
+	END_TEST
+WA_CASE(self)
+WA_CASE(causal)
+WA_CASE(qk)
+WA_CASE(past)
+WA_CASE(cross)
+WA_CASE(where)
+
+START_TEST(test_wa_fp16)
+{
+	check_lit("fuse_whisper_attention.onnxtxt", "past.onnxtxt", "fuse-whisper-attention", "WhisperAttention",
+	          true);
+}
+END_TEST
+
+START_TEST(test_gqa_prefill)
+{
+	check_lit("fuse_gqa.onnxtxt", "prefill.onnxtxt", "fuse-gqa", "GroupQueryAttention", false);
+}
+END_TEST
+
+
+START_TEST(test_gqa_step)
+{
+	check_lit("fuse_gqa.onnxtxt", "step.onnxtxt", "fuse-gqa", "GroupQueryAttention", false);
+}
+END_TEST
+
+START_TEST(test_gqa_step_fp16)
+{
+	check_lit("fuse_gqa.onnxtxt", "step.onnxtxt", "fuse-gqa", "GroupQueryAttention", true);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("fuse_attention");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, test_wa_self);
+	tcase_add_test(tc, test_wa_causal);
+	tcase_add_test(tc, test_wa_qk);
+	tcase_add_test(tc, test_wa_past);
+	tcase_add_test(tc, test_wa_cross);
+	tcase_add_test(tc, test_wa_where);
+	tcase_add_test(tc, test_wa_fp16);
+	tcase_add_test(tc, test_gqa_prefill);
+	tcase_add_test(tc, test_gqa_step);
+	tcase_add_test(tc, test_gqa_step_fp16);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
