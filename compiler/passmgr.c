@@ -130,6 +130,7 @@ int pipeline_run(Module *m, const PipelineOptions *opt, Diag *d)
 	}
 	FILE *pf = opt->print_to ? opt->print_to : stderr;
 	double times[MAX_PIPE], total = 0;
+	int nodes[MAX_PIPE];
 	PassContext ctx = {.model_path = m->path, .fuse = opt->fuse};
 	for (int i = 0; i < n; i++) {
 		double t0 = now_ms();
@@ -141,24 +142,26 @@ int pipeline_run(Module *m, const PipelineOptions *opt, Diag *d)
 		}
 		times[i] = now_ms() - t0;
 		total += times[i];
+		nodes[i] = m->graph->nnodes;
 		if (opt->verify_each || m->debug_verify) {
 			Diag vd = {0};
 			if (ir_verify(m, &vd) != WL_OK)
 				wl_die(__FILE__, __LINE__, "IR verifier failed after pass %s: %s", pipe[i]->name, vd.msg);
 		}
 		if (opt->print_after_all || in_list(opt->print_after, pipe[i], pipe, i, n)) {
-			fprintf(pf, "# ---- IR after %s ----\n", pipe[i]->name);
+			fprintf(pf, "# ---- IR after %s (%d nodes) ----\n", pipe[i]->name, nodes[i]);
 			text_print(m, pf, &opt->print);
 		}
 	}
 	if (opt->time_passes) {
 		fprintf(stderr, "===-------------------------------------------===\n");
-		fprintf(stderr, "  pass execution timing report (wall, ms)\n");
+		fprintf(stderr, "  pass execution timing report (wall, ms; nodes after the pass)\n");
 		fprintf(stderr, "===-------------------------------------------===\n");
+		fprintf(stderr, "  %10s  %6s  %6s  %s\n", "ms", "%", "nodes", "pass");
 		for (int i = 0; i < n; i++)
-			fprintf(stderr, "  %10.3f  %5.1f%%  %s\n", times[i],
-			        total > 0 ? 100.0 * times[i] / total : 0.0, pipe[i]->name);
-		fprintf(stderr, "  %10.3f  100.0%%  total\n", total);
+			fprintf(stderr, "  %10.3f  %5.1f%%  %6d  %s\n", times[i],
+			        total > 0 ? 100.0 * times[i] / total : 0.0, nodes[i], pipe[i]->name);
+		fprintf(stderr, "  %10.3f  100.0%%  %6d  total\n", total, m->graph->nnodes);
 	}
 	return WL_OK;
 }
