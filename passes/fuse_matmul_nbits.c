@@ -8,6 +8,11 @@
  *   y = Add (bias, t)            →     y = ai.wlower.MatMulNBits <K, N, bits: int = 4,
  *                                              block_size> (a, b, scales, zp, bias)
  *
+ *   wt = Transpose <perm = [1, 0]> (w)     y = ai.wlower.MatMulNBits <K, N, bits: int = 32,
+ *   y = MatMul (a, wt)            →             trans_b: int = 1> (a, w)
+ *      w: float[N, K] initializer (a tied LM head: logits = h · embed_tokensᵀ);
+ *      the weight is read in place, never transposed into a copy
+ *
  * The Add is optional: a matmul without one becomes the node alone.
  * Input order of ai.wlower.MatMulNBits is A, B, scales?, zero_points?, bias?
  * (docs/OPS.md: no g_idx slot). Bits 4 (and 2, 8) keep B, scales and zero
@@ -35,6 +40,7 @@ typedef struct MMCapture {
 	Node *add;         /* bias Add, or NULL */
 	Value *a, *b, *scales, *zp, *bias;
 	int64_t K, N, bits, block;
+	bool trans_b;      /* bits 32: b is the [N, K] initializer under a Transpose */
 } MMCapture;
 
 static bool is_float_init(const Value *v)
@@ -74,10 +80,23 @@ static bool match_matmul_nbits(Node *n, MMCapture *c)
 		return false;
 	const Dim *kd = &a->type.dims[a->type.rank - 1];
 	if (n->op == OP_MatMul) {
-		if (!is_float_init(b) || b->init->ndim != 2)
+		Node *tp = b->producer;
+		if (!b->init && tp && tp->op == OP_Transpose && tp->ninputs == 1 && is_float_init(tp->inputs[0]) &&
+		    tp->inputs[0]->init->ndim == 2) {
+			const int64_t *perm;
+			int np = attr_ints(tp, "perm", &perm);
+			if (np >= 0 && !(np == 2 && perm[0] == 1 && perm[1] == 0))
+				return false;
+			b = tp->inputs[0];
+			c->trans_b = true;
+			c->K = b->init->dims[1];
+			c->N = b->init->dims[0];
+		} else if (!is_float_init(b) || b->init->ndim != 2) {
 			return false;
-		c->K = b->init->dims[0];
-		c->N = b->init->dims[1];
+		} else {
+			c->K = b->init->dims[0];
+			c->N = b->init->dims[1];
+		}
 		if (kd->kind != DIM_VALUE || kd->value != c->K || c->K <= 0 || c->N <= 0)
 			return false;
 		c->bits = 32;
@@ -155,6 +174,8 @@ static void rewrite_matmul_nbits(Module *m, MMCapture *c, int k)
 	node_add_attr(f, "bits", AT_INT)->i = c->bits;
 	if (c->bits != 32)
 		node_add_attr(f, "block_size", AT_INT)->i = c->block;
+	if (c->trans_b)
+		node_add_attr(f, "trans_b", AT_INT)->i = 1;
 	const Node *from[2] = {c->mm, c->add};
 	set_strings(ar, f, "fused_from", from, c->add ? 2 : 1);
 	node_insert_before(last, f);

@@ -58,7 +58,7 @@ static bool const_of(const Value *v, int dt)
 static bool member_ok(const Node *n, const Value *a)
 {
 	if (n->op != OP_WlMatMulNBits || n->ninputs < 2 || n->inputs[0] != a || n->noutputs != 1 ||
-	    !n->outputs[0] || node_attr(n, "splits"))
+	    !n->outputs[0] || node_attr(n, "splits") || attr_int(n, "trans_b", 0) != 0)
 		return false;
 	int64_t bits = attr_int(n, "bits", 4);
 	if (bits == 32) {

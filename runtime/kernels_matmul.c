@@ -1030,6 +1030,7 @@ typedef struct WlNBits {
 	NBits q;               /* bits < 32 */
 	int64_t nsplit;
 	const int64_t *splits;
+	int64_t trans_b;       /* bits 32: B is [N, K] */
 } WlNBits;
 
 static int wl_nbits_prepare(KCall *c, Diag *d)
@@ -1046,6 +1047,10 @@ static int wl_nbits_prepare(KCall *c, Diag *d)
 		return WL_ERR;
 	if (s->K <= 0 || s->N <= 0 || s->K > ((int64_t)1 << 40) || s->N > ((int64_t)1 << 40))
 		return kfail(c, d, "K and N must be positive");
+	if (attr_get_int(c, d, "trans_b", 0, &w->trans_b))
+		return WL_ERR;
+	if (w->trans_b != 0 && (w->trans_b != 1 || s->bits != 32))
+		return kfail(c, d, "trans_b=%lld: only 0, or 1 with bits=32", (long long)w->trans_b);
 	if (s->bits != 32) {
 		if (s->bits != 2 && s->bits != 4 && s->bits != 8)
 			return kfail(c, d, "bits=%lld is not supported (2, 4, 8 or 32)", (long long)s->bits);
@@ -1095,9 +1100,10 @@ static int wl_nbits_infer(KCall *c, Diag *d)
 	if (s->bits == 32) {
 		if (need_in(c, d, 1, DTM(DT_FLOAT)))
 			return WL_ERR;
-		if (B->ndim != 2 || B->dims[0] != s->K || B->dims[1] != s->N)
+		int64_t r0 = w->trans_b ? s->N : s->K, r1 = w->trans_b ? s->K : s->N;
+		if (B->ndim != 2 || B->dims[0] != r0 || B->dims[1] != r1)
 			return kfail(c, d, "tensor '%s' %s: expected float32[%lld,%lld]", kin_name(c, 1), kdesc(B, b1),
-			             (long long)s->K, (long long)s->N);
+			             (long long)r0, (long long)r1);
 		if (S || Z)
 			return kfail(c, d, "bits=32 takes no scales or zero points");
 	} else {
@@ -1153,7 +1159,8 @@ static int wl_nbits_run(KCall *c, Diag *d)
 	float *y = w->nsplit ? (float *)c->shared_base : c->out[0]->data;
 	GemmB gb;
 	if (s->bits == 32) {
-		gb = (GemmB){.kind = GB_ROWS, .b = B->data, .ldb = s->N};
+		gb = w->trans_b ? (GemmB){.kind = GB_COLS, .b = B->data, .ldb = s->K}
+		                : (GemmB){.kind = GB_ROWS, .b = B->data, .ldb = s->N};
 	} else {
 		gb = (GemmB){.kind = GB_NBITS, .q = B->data, .scales = S->data,
 		             .zp_packed = (Z && Z->dtype == DT_UINT8) ? Z->data : NULL,
