@@ -214,36 +214,6 @@ static bool match_tanh_gelu(Node *th, GeluMatch *g)
 
 /* ---------------------------------------------------------------- rewrite */
 
-static const char *fused_name(Module *m, Node **nodes, int nn, const char *op, int *counter)
-{
-	/* common prefix of the names, cut after the last '/' */
-	const char *first = nodes[0]->name ? nodes[0]->name : "";
-	size_t len = strlen(first);
-	for (int i = 1; i < nn; i++) {
-		const char *s = nodes[i]->name ? nodes[i]->name : "";
-		size_t k = 0;
-		while (k < len && s[k] == first[k])
-			k++;
-		len = k;
-	}
-	while (len > 0 && first[len - 1] != '/')
-		len--;
-	if (len > 1)
-		return arena_printf(m->arena, "%.*s%s", (int)len, first, op);
-	return arena_printf(m->arena, "/%s_%d", op, (*counter)++);
-}
-
-static void set_fused_from(Module *m, Node *n, Node **nodes, int nn)
-{
-	Attr *a = node_add_attr(n, "fused_from", AT_STRINGS);
-	a->n = nn;
-	a->strings = arena_alloc(m->arena, (size_t)nn * sizeof *a->strings);
-	for (int i = 0; i < nn; i++) {
-		const char *s = nodes[i]->name ? nodes[i]->name : "";
-		a->strings[i] = (StrRef){arena_strdup(m->arena, s), strlen(s)};
-	}
-}
-
 static void set_string(Module *m, Node *n, const char *name, const char *v)
 {
 	Attr *a = node_add_attr(n, name, AT_STRING);
@@ -255,7 +225,8 @@ static Node *emit_gelu(Module *m, Node **nodes, int nn, Node *last, Value *x, Va
                        int *counter)
 {
 	Graph *g = last->graph;
-	Node *n = node_new(g, "Gelu", "ai.wlower", fused_name(m, nodes, nn, "Gelu", counter));
+	const char *name = fused_node_name(m, nodes, nn, "Gelu", "Gelu", counter);
+	Node *n = node_new(g, "Gelu", "ai.wlower", name);
 	set_string(m, n, "approximate", tanh_form ? "tanh" : "none");
 	set_fused_from(m, n, nodes, nn);
 	node_insert_before(last, n);

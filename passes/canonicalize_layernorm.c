@@ -177,35 +177,6 @@ static bool roi_align_free(Module *m)
 
 /* ---------------------------------------------------------------- rewrite */
 
-static const char *fused_name(Module *m, Node **nodes, int nn, const char *op, int *counter)
-{
-	const char *first = nodes[0]->name ? nodes[0]->name : "";
-	size_t len = strlen(first);
-	for (int i = 1; i < nn; i++) {
-		const char *s = nodes[i]->name ? nodes[i]->name : "";
-		size_t k = 0;
-		while (k < len && s[k] == first[k])
-			k++;
-		len = k;
-	}
-	while (len > 0 && first[len - 1] != '/')
-		len--;
-	if (len > 1)
-		return arena_printf(m->arena, "%.*s%s", (int)len, first, op);
-	return arena_printf(m->arena, "/%s_%d", op, (*counter)++);
-}
-
-static void set_fused_from(Module *m, Node *n, Node **nodes, int nn)
-{
-	Attr *a = node_add_attr(n, "fused_from", AT_STRINGS);
-	a->n = nn;
-	a->strings = arena_alloc(m->arena, (size_t)nn * sizeof *a->strings);
-	for (int i = 0; i < nn; i++) {
-		const char *s = nodes[i]->name ? nodes[i]->name : "";
-		a->strings[i] = (StrRef){arena_strdup(m->arena, s), strlen(s)};
-	}
-}
-
 static Value *ones(Module *m, Graph *g, int64_t D)
 {
 	Value *v = graph_new_value(g, "layernorm_ones");
@@ -238,8 +209,8 @@ static void rewrite_layernorm(Module *m, LnMatch *L, int *counter)
 {
 	Node *last = L->y->producer;
 	Value *gamma = L->gamma ? L->gamma : ones(m, last->graph, L->D);
-	Node *n = emit_ln(m, last, fused_name(m, L->nodes, L->nn, "LayerNorm", counter), L->x, gamma, L->beta,
-	                  L->eps);
+	const char *name = fused_node_name(m, L->nodes, L->nn, "LayerNorm", "LayerNorm", counter);
+	Node *n = emit_ln(m, last, name, L->x, gamma, L->beta, L->eps);
 	set_fused_from(m, n, L->nodes, L->nn);
 	for (int i = 0; i < L->nn; i++)
 		node_remove(L->nodes[i]);

@@ -160,40 +160,12 @@ static bool match_rmsnorm(Node *pw, RmsMatch *R)
 
 /* ---------------------------------------------------------------- rewrite */
 
-static const char *fused_name(Module *m, Node **nodes, int nn, const char *op, int *counter)
-{
-	const char *first = nodes[0]->name ? nodes[0]->name : "";
-	size_t len = strlen(first);
-	for (int i = 1; i < nn; i++) {
-		const char *s = nodes[i]->name ? nodes[i]->name : "";
-		size_t k = 0;
-		while (k < len && s[k] == first[k])
-			k++;
-		len = k;
-	}
-	while (len > 0 && first[len - 1] != '/')
-		len--;
-	if (len > 1)
-		return arena_printf(m->arena, "%.*s%s", (int)len, first, op);
-	return arena_printf(m->arena, "/%s_%d", op, (*counter)++);
-}
-
-static void set_fused_from(Module *m, Node *n, Node **nodes, int nn)
-{
-	Attr *a = node_add_attr(n, "fused_from", AT_STRINGS);
-	a->n = nn;
-	a->strings = arena_alloc(m->arena, (size_t)nn * sizeof *a->strings);
-	for (int i = 0; i < nn; i++) {
-		const char *s = nodes[i]->name ? nodes[i]->name : "";
-		a->strings[i] = (StrRef){arena_strdup(m->arena, s), strlen(s)};
-	}
-}
-
 /* Replaces nodes[0..nn) (the last produces y) by RMSNorm(x, gamma). */
 static Node *emit_rms(Module *m, Node **nodes, int nn, Value *x, Value *gamma, Value *y, float eps, int *counter)
 {
 	Node *last = y->producer;
-	Node *n = node_new(last->graph, "RMSNorm", "ai.wlower", fused_name(m, nodes, nn, "RMSNorm", counter));
+	const char *name = fused_node_name(m, nodes, nn, "RMSNorm", "RMSNorm", counter);
+	Node *n = node_new(last->graph, "RMSNorm", "ai.wlower", name);
 	Attr *a = node_add_attr(n, "epsilon", AT_FLOAT);
 	a->f = eps;
 	a = node_add_attr(n, "axis", AT_INT);

@@ -460,24 +460,6 @@ static bool check_private(const GqMatch *m)
 	return true;
 }
 
-static const char *fused_name(Module *mod, Node **nodes, int nn, int *counter)
-{
-	const char *first = nodes[0]->name ? nodes[0]->name : "";
-	size_t len = strlen(first);
-	for (int i = 1; i < nn; i++) {
-		const char *s = nodes[i]->name ? nodes[i]->name : "";
-		size_t k = 0;
-		while (k < len && s[k] == first[k])
-			k++;
-		len = k;
-	}
-	while (len > 0 && first[len - 1] != '/')
-		len--;
-	if (len > 1)
-		return arena_printf(mod->arena, "%.*score", (int)len, first);
-	return arena_printf(mod->arena, "/GroupQueryAttention_%d", (*counter)++);
-}
-
 static void rewrite_gqa(Module *mod, GqMatch *m, int *counter)
 {
 	Graph *g = m->last->graph;
@@ -486,20 +468,15 @@ static void rewrite_gqa(Module *mod, GqMatch *m, int *counter)
 	FOR_NODES(g, x)
 		if (in_set(m, x))
 			ordered[no++] = x;
-	Node *n = node_new(g, "GroupQueryAttention", "ai.wlower", fused_name(mod, ordered, no, counter));
+	const char *name = fused_node_name(mod, ordered, no, "core", "GroupQueryAttention", counter);
+	Node *n = node_new(g, "GroupQueryAttention", "ai.wlower", name);
 	struct { const char *k; int64_t v; } ia[] = {
 		{"heads", m->H}, {"kv_heads", m->Hkv}, {"head_dim", m->hd}, {"causal", m->causal}, {"rope", m->rope},
 	};
 	for (size_t i = 0; i < sizeof ia / sizeof ia[0]; i++)
 		node_add_attr(n, ia[i].k, AT_INT)->i = ia[i].v;
 	node_add_attr(n, "scale", AT_FLOAT)->f = (float)m->scale;
-	Attr *ff = node_add_attr(n, "fused_from", AT_STRINGS);
-	ff->n = no;
-	ff->strings = arena_alloc(mod->arena, (size_t)no * sizeof *ff->strings);
-	for (int i = 0; i < no; i++) {
-		const char *s = ordered[i]->name ? ordered[i]->name : "";
-		ff->strings[i] = (StrRef){arena_strdup(mod->arena, s), strlen(s)};
-	}
+	set_fused_from(mod, n, ordered, no);
 	node_insert_before(m->last, n);
 	Value *in[9] = {m->q, m->k, m->v, m->cos, m->sin, m->past_k, m->past_v, m->am, m->pos};
 	int nin = 9;

@@ -517,24 +517,6 @@ static bool check_private(const WaMatch *m)
 
 /* ---------------------------------------------------------------- rewrite */
 
-static const char *fused_name(Module *mod, Node **nodes, int nn, int *counter)
-{
-	const char *first = nodes[0]->name ? nodes[0]->name : "";
-	size_t len = strlen(first);
-	for (int i = 1; i < nn; i++) {
-		const char *s = nodes[i]->name ? nodes[i]->name : "";
-		size_t k = 0;
-		while (k < len && s[k] == first[k])
-			k++;
-		len = k;
-	}
-	while (len > 0 && first[len - 1] != '/')
-		len--;
-	if (len > 1)
-		return arena_printf(mod->arena, "%.*score", (int)len, first);
-	return arena_printf(mod->arena, "/WhisperAttention_%d", (*counter)++);
-}
-
 static void rewrite_wa(Module *mod, WaMatch *m, int *counter)
 {
 	Graph *g = m->last->graph;
@@ -543,7 +525,8 @@ static void rewrite_wa(Module *mod, WaMatch *m, int *counter)
 	FOR_NODES(g, x)
 		if (in_set(m, x))
 			ordered[no++] = x;
-	Node *n = node_new(g, "WhisperAttention", "ai.wlower", fused_name(mod, ordered, no, counter));
+	const char *name = fused_node_name(mod, ordered, no, "core", "WhisperAttention", counter);
+	Node *n = node_new(g, "WhisperAttention", "ai.wlower", name);
 	struct { const char *k; int64_t v; } ia[] = {
 		{"embed", m->H * m->hd}, {"heads", m->H}, {"q_len", m->T}, {"kv_len", m->P + m->S},
 		{"causal", m->causal},
@@ -553,13 +536,7 @@ static void rewrite_wa(Module *mod, WaMatch *m, int *counter)
 	node_add_attr(n, "scale", AT_FLOAT)->f = (float)m->scale;
 	const char *lay = m->bhsd ? "bhsd" : "bsd";
 	node_add_attr(n, "kv_layout", AT_STRING)->s = (StrRef){arena_strdup(mod->arena, lay), strlen(lay)};
-	Attr *ff = node_add_attr(n, "fused_from", AT_STRINGS);
-	ff->n = no;
-	ff->strings = arena_alloc(mod->arena, (size_t)no * sizeof *ff->strings);
-	for (int i = 0; i < no; i++) {
-		const char *s = ordered[i]->name ? ordered[i]->name : "";
-		ff->strings[i] = (StrRef){arena_strdup(mod->arena, s), strlen(s)};
-	}
+	set_fused_from(mod, n, ordered, no);
 	node_insert_before(m->last, n);
 	node_add_input(n, m->q);
 	node_add_input(n, m->k);

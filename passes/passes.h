@@ -31,4 +31,11 @@ void whisper_mel_filters(int n_mels, float *out);
  * passes that create nodes). Unknown ops keep declared types. */
 int shape_infer_node(Node *n, Diag *d);
 
+/* fuse_util.c: names and provenance of the nodes a rewrite creates. The
+ * name is the replaced nodes' common "/a/b/" prefix + suffix, else
+ * "/<op>_<counter++>"; fused_from lists the replaced nodes' names in order. */
+const char *fused_node_name(Module *m, Node *const *nodes, int nn, const char *suffix,
+                            const char *op, int *counter);
+void set_fused_from(Module *m, Node *n, Node *const *nodes, int nn);
+
 #endif

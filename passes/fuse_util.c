@@ -1,0 +1,34 @@
+/* fuse_util.c — what every rewriting pass needs for the nodes it creates:
+ * a stable, readable name and the `fused_from` attribute (docs/OPS.md). */
+#include <string.h>
+#include "passes.h"
+
+const char *fused_node_name(Module *m, Node *const *nodes, int nn, const char *suffix,
+                            const char *op, int *counter)
+{
+	const char *first = nodes[0]->name ? nodes[0]->name : "";
+	size_t len = strlen(first);
+	for (int i = 1; i < nn; i++) {
+		const char *s = nodes[i]->name ? nodes[i]->name : "";
+		size_t k = 0;
+		while (k < len && s[k] == first[k])
+			k++;
+		len = k;
+	}
+	while (len > 0 && first[len - 1] != '/')
+		len--;
+	if (len > 1)
+		return arena_printf(m->arena, "%.*s%s", (int)len, first, suffix);
+	return arena_printf(m->arena, "/%s_%d", op, (*counter)++);
+}
+
+void set_fused_from(Module *m, Node *n, Node *const *nodes, int nn)
+{
+	Attr *a = node_add_attr(n, "fused_from", AT_STRINGS);
+	a->n = nn;
+	a->strings = arena_alloc(m->arena, (size_t)(nn ? nn : 1) * sizeof *a->strings);
+	for (int i = 0; i < nn; i++) {
+		const char *s = nodes[i]->name ? nodes[i]->name : "";
+		a->strings[i] = (StrRef){arena_strdup(m->arena, s), strlen(s)};
+	}
+}
