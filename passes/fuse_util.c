@@ -32,3 +32,42 @@ void set_fused_from(Module *m, Node *n, Node *const *nodes, int nn)
 		a->strings[i] = (StrRef){arena_strdup(m->arena, s), strlen(s)};
 	}
 }
+
+bool node_in(Node *const *nodes, int nn, const Node *n)
+{
+	for (int i = 0; i < nn; i++)
+		if (nodes[i] == n)
+			return true;
+	return false;
+}
+
+bool match_is_private(Node *const *nodes, int nn, const Node *last, const Value *out,
+                      const Value *const *late, int nlate)
+{
+	for (int i = 0; i < nn; i++) {
+		Node *n = nodes[i];
+		for (int j = 0; j < n->noutputs; j++) {
+			Value *v = n->outputs[j];
+			if (!v || v == out)
+				continue;
+			bool is_late = false;
+			for (int k = 0; k < nlate; k++)
+				is_late |= late[k] && v == late[k];
+			if (v->is_output && !is_late)
+				return false;
+			for (int u = 0; u < v->nusers; u++) {
+				Node *r = v->users[u].node;
+				if (node_in(nodes, nn, r))
+					continue;
+				if (!is_late || r->graph != last->graph)
+					return false;
+				bool after = false;
+				for (Node *x = last->next; x && !after; x = x->next)
+					after = x == r;
+				if (!after)
+					return false;
+			}
+		}
+	}
+	return true;
+}

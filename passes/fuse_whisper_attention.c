@@ -475,44 +475,15 @@ static bool match_wa(Node *sm, WaMatch *m)
 
 static bool in_set(const WaMatch *m, const Node *n)
 {
-	for (int i = 0; i < m->nn; i++)
-		if (m->nodes[i] == n)
-			return true;
-	return false;
+	return node_in(m->nodes, m->nn, n);
 }
 
 /* Every value the pattern produces is read only inside it (except out and
  * the present values), and the readers of present come after `last`. */
 static bool check_private(const WaMatch *m)
 {
-	if (m->nn > MAXN)
-		return false;
-	for (int i = 0; i < m->nn; i++) {
-		Node *n = m->nodes[i];
-		for (int j = 0; j < n->noutputs; j++) {
-			Value *v = n->outputs[j];
-			if (!v)
-				continue;
-			bool pres = v == m->present_k || v == m->present_v;
-			if (v == m->out)
-				continue;
-			if (v->is_output && !pres)
-				return false;
-			for (int u = 0; u < v->nusers; u++) {
-				Node *r = v->users[u].node;
-				if (in_set(m, r))
-					continue;
-				if (!pres || r->graph != m->last->graph)
-					return false;
-				bool after = false;
-				for (Node *x = m->last->next; x && !after; x = x->next)
-					after = x == r;
-				if (!after)
-					return false;
-			}
-		}
-	}
-	return true;
+	const Value *late[2] = {m->present_k, m->present_v};
+	return m->nn <= MAXN && match_is_private(m->nodes, m->nn, m->last, m->out, late, 2);
 }
 
 /* ---------------------------------------------------------------- rewrite */
