@@ -18,6 +18,7 @@
 int cmd_run(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_sim(int argc, char **argv);          /* targets/chimera/sim/cmd_sim.c */
 
 /* ---------------------------------------------------------------- cmdutil.c */
 

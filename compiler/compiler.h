@@ -94,10 +94,18 @@ typedef struct FuseOptions {
 	bool fp16_attention;       /* --fp16-attention: attention-adjacent edges float16 */
 } FuseOptions;
 
+/* Options of the numerics passes (group 'numerics'; chimera targets).
+ * Passes do nothing without tranges_path. */
+typedef struct NumericsOptions {
+	const char *tranges_path;  /* --tranges FILE */
+	bool print_fracbits;       /* --print-fracbits: table to stdout */
+} NumericsOptions;
+
 struct PassContext {
 	const char *model_path;
 	int verbose;
 	FuseOptions fuse;
+	NumericsOptions numerics;
 	/* set by passes for --time-passes / statistics */
 	int changed;
 };
@@ -111,6 +119,7 @@ typedef struct PipelineOptions {
 	bool verify_each;          /* run ir_verify after every pass */
 	FILE *print_to;            /* where --print-after goes (stderr default) */
 	FuseOptions fuse;
+	NumericsOptions numerics;
 	PrintOptions print;
 } PipelineOptions;
 
@@ -124,6 +133,7 @@ int pipeline_resolve(const char *spec, const Pass **out, int max, Diag *d);
 typedef struct MappedFile { void *addr; size_t len; } MappedFile;
 /* Maps the whole file read-only (empty files give addr NULL, len 0). */
 int file_map(const char *path, MappedFile *mf, Diag *d);
+void file_unmap(MappedFile *mf);
 
 /* Atomic output: open "<path>.tmp.XXXXXX" in the same folder; commit renames
  * it into place; abort unlinks it. */
@@ -131,6 +141,17 @@ typedef struct AtomicFile { FILE *f; char *tmp; char *path; } AtomicFile;
 int atomic_open(AtomicFile *af, const char *path, Diag *d);
 int atomic_commit(AtomicFile *af, Diag *d);
 void atomic_abort(AtomicFile *af);
+
+/* Atomic output directory: outdir_begin creates "<path>.tmp.XXXXXX" next to
+ * path and returns it (malloc'ed) in *tmp; outdir_commit replaces path by it
+ * (an existing path must be a directory holding a manifest.json, or empty —
+ * it is removed; anything else is an error, so a wrong -o cannot delete a
+ * user's folder); outdir_abort removes the temporary tree. */
+int outdir_begin(const char *path, char **tmp, Diag *d);
+int outdir_commit(const char *tmp, const char *path, Diag *d);
+void outdir_abort(const char *tmp);
+/* Removes a directory tree (no symlink following). 0 on success. */
+int remove_tree(const char *path);
 
 /* SHA-256 (hex, 64 chars + NUL). */
 void sha256_hex(const void *data, size_t len, char out[65]);

@@ -1,5 +1,6 @@
 /* fileutil.c — whole-file mmap, atomic outputs (temporary + rename), SHA-256
  * (OpenSSL's libcrypto), path helpers. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -126,4 +127,101 @@ char *path_dirname(const char *path)
 	if (!r)
 		wl_die(__FILE__, __LINE__, "out of memory");
 	return r;
+}
+
+/* ---------------------------------------------------------------- outdir */
+
+static int rm_tree_at(int dirfd, const char *name)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISDIR(st.st_mode))
+		return unlinkat(dirfd, name, 0);
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	DIR *dir = fdopendir(fd);
+	if (!dir) {
+		close(fd);
+		return -1;
+	}
+	struct dirent *e;
+	int rc = 0;
+	while ((e = readdir(dir)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			rc |= rm_tree_at(fd, e->d_name);
+	closedir(dir);
+	return rc | unlinkat(dirfd, name, AT_REMOVEDIR);
+}
+
+int remove_tree(const char *path)
+{
+	return rm_tree_at(AT_FDCWD, path);
+}
+
+int outdir_begin(const char *path, char **tmp, Diag *d)
+{
+	size_t n = strlen(path);
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	char *t = malloc(n + 16);
+	if (!t)
+		return diag_fail(d, "%s: out of memory", path);
+	memcpy(t, path, n);
+	strcpy(t + n, ".tmp.XXXXXX");
+	if (!mkdtemp(t)) {
+		int e = errno;
+		free(t);
+		return diag_fail(d, "%s: cannot create output directory: %s", path, strerror(e));
+	}
+	*tmp = t;
+	return WL_OK;
+}
+
+static bool dir_is_replaceable(const char *path)
+{
+	DIR *dir = opendir(path);
+	if (!dir)
+		return false;
+	bool manifest = false, empty = true;
+	struct dirent *e;
+	while ((e = readdir(dir))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		empty = false;
+		if (!strcmp(e->d_name, "manifest.json"))
+			manifest = true;
+	}
+	closedir(dir);
+	return manifest || empty;
+}
+
+int outdir_commit(const char *tmp, const char *path, Diag *d)
+{
+	struct stat st;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISDIR(st.st_mode) || !dir_is_replaceable(path))
+			return diag_fail(d, "%s: exists and is not a wlower module directory (no manifest.json); "
+			                 "not replacing it", path);
+		if (remove_tree(path) != 0)
+			return diag_fail(d, "%s: cannot remove the old module directory: %s", path, strerror(errno));
+	}
+	if (rename(tmp, path) != 0)
+		return diag_fail(d, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+	return WL_OK;
+}
+
+void outdir_abort(const char *tmp)
+{
+	if (tmp)
+		remove_tree(tmp);
+}
+
+void file_unmap(MappedFile *mf)
+{
+	if (mf->addr)
+		munmap(mf->addr, mf->len);
+	mf->addr = NULL;
+	mf->len = 0;
 }

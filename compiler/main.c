@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "commands.h"
 #include "compiler.h"
+#include "target.h"
 
 enum { EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
 
@@ -47,8 +48,21 @@ static const char usage_main[] =
 "  --append-argmax       logits outputs become int32 token ids (ai.wlower.GreedyArgMax)\n"
 "  --fp16-attention      mark the attention-adjacent edges float16\n"
 "\n"
-"compilation to a target (later releases):\n"
-"  --tranges FILE --target qc-n|qc-p|qc-u|host -o DIR\n"
+"compilation to a target (writes the module directory DIR, atomically):\n"
+"  --target qc-n|qc-p|qc-u|host -o DIR\n"
+"                        qc-*: Chimera GPNPU (8x8, 16x16, 32x32 PEs): CCL C++ + schedule.json,\n"
+"                        run with 'wlower sim DIR'; host: native module.so (LLVM), run\n"
+"                        with 'wlower run DIR'\n"
+"  --tranges FILE        calibration ranges (wlower calibrate); required for qc-*\n"
+"  --print-fracbits      print the fractional-bits table (name, op, range, bits)\n"
+"  --cores N             qc-*: cores 1..4 (default 4)\n"
+"  --ocm SIZE            qc-*: on-chip memory per module, e.g. 32MB (default 16MB)\n"
+"  --macs-per-pe N       qc-*: MACs per PE per cycle (default 16)\n"
+"  --clock FREQ          qc-*: clock, e.g. 1.7GHz (default)\n"
+"  --ext-bw BW           qc-*: external (DDR) bandwidth, e.g. 128GBps (default)\n"
+"  --cpu NAME            host: CPU to tune for: native (default), x86-64-v3, skylake-avx512...\n"
+"  --threads N           host: default thread count recorded in the manifest (0 = all cores)\n"
+"  --emit llvm-ir        host: also write DIR/module.ll (the optimized LLVM IR)\n"
 "\n"
 "  -h, --help            this help\n"
 "  --version             print the version\n"
@@ -63,7 +77,7 @@ static const struct {
 	{"run", "wlower run MODEL|DIR --input NAME=FILE.npy ... --output-dir OUT [--threads N] [--reps N]", cmd_run},
 	{"calibrate", "wlower calibrate MODEL --samples NAME=FILE.npy ... -o X.tranges [--percentile P]", cmd_calibrate},
 	{"quantize", "wlower quantize MODEL --nbits 4 --block-size 32 [--symmetric] [--exclude NODE,...] -o OUT.onnx", cmd_quantize},
-	{"sim", "wlower sim DIR --input NAME=FILE.npy ... --output-dir OUT [--compare NAME=REF.npy]", NULL},
+	{"sim", "wlower sim DIR --input NAME=FILE.npy ... --output-dir OUT [--compare NAME=REF.npy]", cmd_sim},
 };
 
 static int usage_error(const char *fmt, const char *arg)
@@ -82,7 +96,8 @@ static int bad_input(const Diag *d)
 
 typedef struct Options {
 	const char *model, *out, *emit, *tranges, *target;
-	bool print_weights, external_data, list_passes, stats;
+	const char *cores, *ocm, *macs_per_pe, *clock, *ext_bw, *cpu, *threads;
+	bool print_weights, external_data, list_passes, stats, print_fracbits;
 	PipelineOptions pipe;
 } Options;
 
@@ -127,6 +142,13 @@ static int parse_args(int argc, char **argv, Options *o)
 		VAL("--print-after", o->pipe.print_after)
 		VAL("--tranges", o->tranges)
 		VAL("--target", o->target)
+		VAL("--cores", o->cores)
+		VAL("--ocm", o->ocm)
+		VAL("--macs-per-pe", o->macs_per_pe)
+		VAL("--clock", o->clock)
+		VAL("--ext-bw", o->ext_bw)
+		VAL("--cpu", o->cpu)
+		VAL("--threads", o->threads)
 #undef VAL
 		if (strcmp(a, "--print-after-all") == 0) o->pipe.print_after_all = true;
 		else if (strcmp(a, "--time-passes") == 0) o->pipe.time_passes = true;
@@ -135,6 +157,7 @@ static int parse_args(int argc, char **argv, Options *o)
 		else if (strcmp(a, "--external-data") == 0) o->external_data = true;
 		else if (strcmp(a, "--list-passes") == 0) o->list_passes = true;
 		else if (strcmp(a, "--stats") == 0) o->stats = true;
+		else if (strcmp(a, "--print-fracbits") == 0) o->print_fracbits = true;
 		else if (strcmp(a, "--prepend-logmel") == 0) o->pipe.fuse.prepend_logmel = true;
 		else if (strcmp(a, "--append-argmax") == 0) o->pipe.fuse.append_argmax = true;
 		else if (strcmp(a, "--fp16-attention") == 0) o->pipe.fuse.fp16_attention = true;
@@ -228,6 +251,124 @@ static int compile(Options *o)
 	return rc == WL_OK ? 0 : bad_input(&d);
 }
 
+/* "32MB", "16MiB", "4096", "1.5GB" (decimal K/M/G = 2^10.. for sizes, as the
+ * vendor's tables mean MB = MiB), "1.7GHz", "128GBps", "128GB/s". unit: the
+ * suffix after the multiplier ("B", "Hz", "Bps"), optional. */
+static int parse_quantity(const char *s, const char *unit, bool binary, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || !(v > 0))
+		return -1;
+	double k = binary ? 1024.0 : 1000.0;
+	if (*end == 'K' || *end == 'k') { v *= k; end++; }
+	else if (*end == 'M') { v *= k * k; end++; }
+	else if (*end == 'G') { v *= k * k * k; end++; }
+	if (binary && *end == 'i')
+		end++;
+	if (*end && strcmp(end, unit) != 0 && !(strcmp(unit, "Bps") == 0 && strcmp(end, "B/s") == 0))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int compile_target(Options *o, TargetKind kind)
+{
+	bool chimera = kind != TARGET_HOST;
+	TargetOptions to = {.kind = kind, .target_name = o->target, .model_path = o->model,
+	                    .tranges_path = o->tranges, .print_fracbits = o->print_fracbits,
+	                    .fuse = o->pipe.fuse, .t_start_ms = now_ms()};
+	chimera_config_preset(chimera ? kind : TARGET_QC_P, &to.chimera);
+	to.host.cpu = o->cpu ? o->cpu : "native";
+	double q;
+	if (o->cores) {
+		char *end;
+		long c = strtol(o->cores, &end, 10);
+		if (*end || c < 1 || c > 4)
+			return usage_error("--cores: '%s' is not 1..4", o->cores);
+		to.chimera.cores = (int)c;
+	}
+	if (o->ocm) {
+		if (parse_quantity(o->ocm, "B", true, &q) || q < 65536 || q > 1e12)
+			return usage_error("--ocm: '%s' is not a size like 32MB (at least 64KB)", o->ocm);
+		to.chimera.ocm_bytes = (uint64_t)q;
+	}
+	if (o->macs_per_pe) {
+		char *end;
+		long c = strtol(o->macs_per_pe, &end, 10);
+		if (*end || c < 1 || c > 1024)
+			return usage_error("--macs-per-pe: '%s' is not 1..1024", o->macs_per_pe);
+		to.chimera.macs_per_pe = (int)c;
+	}
+	if (o->clock) {
+		if (parse_quantity(o->clock, "Hz", false, &q) || q < 1e6)
+			return usage_error("--clock: '%s' is not a frequency like 1.7GHz", o->clock);
+		to.chimera.clock_hz = q;
+	}
+	if (o->ext_bw) {
+		if (parse_quantity(o->ext_bw, "Bps", false, &q) || q < 1e6)
+			return usage_error("--ext-bw: '%s' is not a bandwidth like 128GBps", o->ext_bw);
+		to.chimera.ext_bw = q;
+	}
+	if (o->threads) {
+		char *end;
+		long c = strtol(o->threads, &end, 10);
+		if (*end || c < 0 || c > 1024)
+			return usage_error("--threads: '%s' is not 0..1024", o->threads);
+		to.host.threads = (int)c;
+	}
+	if (o->emit) {
+		if (kind != TARGET_HOST || strcmp(o->emit, "llvm-ir") != 0)
+			return usage_error("--emit %s: with --target, only '--emit llvm-ir' (host) is accepted", o->emit);
+		to.host.emit_llvm_ir = true;
+	}
+	if (!o->out)
+		return usage_error("--target %s needs -o DIR", o->target);
+	if (chimera && !o->tranges)
+		return usage_error("--target %s needs --tranges FILE (from 'wlower calibrate')", o->target);
+	if (o->pipe.passes || o->pipe.stop_after)
+		return usage_error("%s", "--passes/--stop-after cannot be combined with --target");
+	if (chimera) {
+		o->pipe.numerics.tranges_path = o->tranges;
+		o->pipe.numerics.print_fracbits = o->print_fracbits;
+	}
+
+	Diag d = {0};
+	Module *m = NULL;
+	if (model_read(o->model, &m, &d) != WL_OK)
+		return bad_input(&d);
+	if (ir_verify(m, &d) != WL_OK || pipeline_run(m, &o->pipe, &d) != WL_OK) {
+		module_free(m);
+		return bad_input(&d);
+	}
+	const char *names[256];
+	int nn = 0;
+	for (int i = 0; i < pass_count && nn < 256; i++)
+		if (chimera || !pass_table[i].group || strcmp(pass_table[i].group, "numerics") != 0)
+			names[nn++] = pass_table[i].name;
+	to.passes_run = names;
+	to.npasses_run = nn;
+
+	char *tmp = NULL;
+	int rc = outdir_begin(o->out, &tmp, &d);
+	if (rc == WL_OK) {
+		rc = chimera ? chimera_compile(m, &to, tmp, &d) : host_compile(m, &to, tmp, &d);
+		if (rc == WL_OK)
+			rc = outdir_commit(tmp, o->out, &d);
+		if (rc != WL_OK)
+			outdir_abort(tmp);
+	}
+	free(tmp);
+	if (o->stats)
+		print_stats(m, 0, peak_rss_kb(), 0, now_ms() - to.t_start_ms);
+	module_free(m);
+	if (rc != WL_OK)
+		return bad_input(&d);
+	fprintf(stderr, "%s: compiled %s for %s in %.0f ms -> %s\n", prog, o->model, o->target,
+	        now_ms() - to.t_start_ms, o->out);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -264,8 +405,15 @@ int main(int argc, char **argv)
 	}
 	if (!o.model)
 		return usage_error("%s", "no model given");
-	if (o.tranges || o.target)
-		return usage_error("%s", "--tranges/--target: code generation is not part of this release yet");
+	if (o.target) {
+		TargetKind kind = target_parse(o.target);
+		if (kind == TARGET_NONE)
+			return usage_error("--target: unknown target '%s' (qc-n, qc-p, qc-u, host)", o.target);
+		return compile_target(&o, kind);
+	}
+	if (o.tranges || o.cores || o.ocm || o.macs_per_pe || o.clock || o.ext_bw || o.cpu || o.threads ||
+	    o.print_fracbits)
+		return usage_error("%s", "--tranges, --print-fracbits and the hardware options need --target");
 	if (o.pipe.passes && o.pipe.stop_after)
 		return usage_error("%s", "--passes and --stop-after cannot be combined");
 	if (!o.emit)

@@ -131,7 +131,7 @@ int pipeline_run(Module *m, const PipelineOptions *opt, Diag *d)
 	FILE *pf = opt->print_to ? opt->print_to : stderr;
 	double times[MAX_PIPE], total = 0;
 	int nodes[MAX_PIPE];
-	PassContext ctx = {.model_path = m->path, .fuse = opt->fuse};
+	PassContext ctx = {.model_path = m->path, .fuse = opt->fuse, .numerics = opt->numerics};
 	for (int i = 0; i < n; i++) {
 		double t0 = now_ms();
 		ctx.changed = 0;

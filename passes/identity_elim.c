@@ -21,6 +21,12 @@
  * Dropout is an identity when training_mode is absent or a constant false
  * (opset >= 12), is_test is not 0 (opset < 7), and its mask output is absent
  * or unused. The ratio input does not matter then.
+ * A Cast to the element type its input already has is an identity too:
+ *   y = Cast <to = 1> (x)       x float[...]  (Qwen2's RMSNorm `.to(float32)`)
+ * It needs x's element type: a declared one (graph input, value_info,
+ * initializer) here, any once shape-infer ran — the table runs this pass a
+ * second time after fold-constants as `identity-elim-typed`. A Cast whose
+ * input type is unknown, or that converts, stays.
  * Subgraphs are walked too; uses inside subgraphs are rewired with the rest.
  */
 #include <string.h>
@@ -89,6 +95,19 @@ static bool elim(Node *n, Value *x, Value *y)
 	return true;
 }
 
+/* y = Cast <to = T> (x) with x already of element type T. */
+static bool cast_is_identity(const Node *n)
+{
+	if (n->noutputs != 1 || !n->outputs[0] || n->ninputs != 1 || !n->inputs[0])
+		return false;
+	const Value *x = n->inputs[0];
+	int elem = x->init ? x->init->dtype : (x->type.kind == TY_TENSOR ? x->type.elem : DT_UNDEFINED);
+	if (elem == DT_UNDEFINED || elem == DT_STRING)
+		return false;
+	const Attr *to = node_attr(n, "to");
+	return to && to->type == AT_INT && to->i == elem;
+}
+
 static void run_graph(Graph *g, int *changed);
 
 static void run_subgraphs(Node *n, int *changed)
@@ -111,6 +130,8 @@ static void run_graph(Graph *g, int *changed)
 			ok = n->noutputs == 1 && n->outputs[0];
 		else if (n->op == OP_Dropout)
 			ok = dropout_is_identity(n);
+		else if (n->op == OP_Cast)
+			ok = cast_is_identity(n);
 		if (!ok || n->ninputs < 1 || !n->inputs[0])
 			continue;
 		Value *x = n->inputs[0], *y = n->outputs[0];

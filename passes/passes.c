@@ -18,6 +18,9 @@ const Pass pass_table[] = {
 	{"fold-constants", pass_fold_constants,
 	 "shape-infer", "nothing (adds initializers, removes folded nodes)", "canonicalize",
 	 "evaluate nodes whose inputs are all constant (shape chains, masks)"},
+	{"identity-elim-typed", pass_identity_elim,
+	 "shape-infer", "nothing", "canonicalize",
+	 "identity-elim again with types known (Cast to the type it has)"},
 	{"canonicalize-layernorm", pass_canonicalize_layernorm,
 	 "fold-constants", "nothing", "canonicalize",
 	 "decomposed LayerNorm -> LayerNormalization"},
@@ -61,6 +64,10 @@ const Pass pass_table[] = {
 	{"fuse-dce", pass_dce,
 	 "use lists", "nothing", "fuse",
 	 "dce after fusion"},
+	/* numerics: fixed-point formats for the chimera targets (no-op without --tranges) */
+	{"assign-fracbits", pass_assign_fracbits,
+	 "fuse", "nothing (sets Value ranges and frac_bits)", "numerics",
+	 "--tranges: value ranges -> fractional bits (docs/numerics.md)"},
 };
 const int pass_count = (int)(sizeof pass_table / sizeof pass_table[0]);
 

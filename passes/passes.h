@@ -22,6 +22,7 @@ int pass_fuse_qkv(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_logmel(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_argmax(Module *m, PassContext *ctx, Diag *d);
 int pass_fp16_attention(Module *m, PassContext *ctx, Diag *d);
+int pass_assign_fracbits(Module *m, PassContext *ctx, Diag *d);
 
 /* fuse_logmel.c: Whisper's mel filters [n_mels, 201] (librosa Slaney, sr 16000,
  * n_fft 400) into out. */

@@ -205,9 +205,15 @@ struct Value {
 	bool in_value_info;    /* had (or should get) a value_info entry */
 	/* numerics (later passes) */
 	bool has_range; double rmin, rmax;
-	int frac_bits;         /* -1: unset */
+	int frac_bits;         /* FRAC_UNSET, 0..31 = FixedPoint32<F>, FRAC_FP16, FRAC_F32 */
 	int id;                /* dense index within module, for side tables */
 };
+
+/* Value.frac_bits (set by the numerics passes, read by the chimera target):
+ * 0..31 the value is FixedPoint32<F> (v * 2^F in int32); FRAC_FP16 it is
+ * stored as binary16; FRAC_F32 it stays float32; FRAC_UNSET not assigned
+ * (non-float values, or before numerics). */
+enum { FRAC_UNSET = -1, FRAC_FP16 = 64, FRAC_F32 = 65 };
 
 enum {
 	AT_UNDEFINED = 0, AT_FLOAT = 1, AT_INT = 2, AT_STRING = 3, AT_TENSOR = 4,
