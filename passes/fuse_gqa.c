@@ -13,8 +13,14 @@
  *   kx = Reshape (Expand (Unsqueeze <axes=[2]> (ka), _), _)   # repeat_kv [B,H,L,hd]; absent if g = 1
  *   s  = Div (MatMul (qr, Transpose <perm=[0,1,3,2]> (kx)), c) # or Mul by 1/c, c scalar
  *   s' = Add (s, mask)        # optional: a causal constant [1,1,T,L] (or Expand of one), or
- *                             # Where (Cast<bool> (Cast<bool> (m)), finfo.min, m) with
- *                             # m = Sub (1, Cast<float> (Expand (Unsqueeze (Unsqueeze (attention_mask)))))
+ *                             # pad = Where (Cast<bool> (Cast<bool> (m)), finfo.min, m) with
+ *                             # m = Sub (1, Cast<float> (Expand (Unsqueeze (Unsqueeze (attention_mask))))),
+ *                             # or both (transformers' causal.masked_fill(pad.bool(), finfo.min)):
+ *                             # Where (Cast<bool> (Cast<bool>? (pad)), finfo.min, causal)
+ *   s' = Where (keep, s, neg) # and/or (either order with the Add): keep a bool constant
+ *      | Where (drop, neg, s) # [..,T,L] true exactly on and below the diagonal j <= P+i
+ *                             # (drop: exactly above it), neg a scalar <= -1e9 or -inf
+ *                             # (Trilu-built masks are such constants once folded)
  *   p  = Softmax <axis=-1> (s')
  *   o  = Reshape (Transpose <perm=[0,2,1,3]> (MatMul (Cast? (p), vx)), _)   # [B,T,H·hd]
  * →
@@ -26,6 +32,14 @@
  * maintains topological order, use lists, graph inputs and outputs, types
  *           (the outputs are the replaced values)
  * breaks    nothing; mask-building nodes left dead go with dce
+ *
+ * Near misses left alone: a mask constant or Where condition that is not
+ * exactly causal (another diagonal offset, a hole), a fill that is not
+ * negative enough (> -1e9), a combined mask whose fill is not finfo.min.
+ * With causal and attention_mask, a query whose visible keys are all
+ * padded differs (the graph then spreads the softmax over every key; the
+ * op over the visible ones): transformers' outputs for such padding
+ * queries are unused.
  */
 #include <float.h>
 #include <math.h>
@@ -257,9 +271,12 @@ static bool mask_causal(const GqMatch *m, const Value *mask)
 		return false;
 	const Tensor *t = c->init;
 	int64_t L = m->P + m->T, od[MAXR];
-	int r = shape(mask, od);
-	if (r != 4 || od[1] != 1 || od[2] != m->T || od[3] != L || (od[0] != 1 && od[0] != m->B))
+	int r = shape(mask, od);     /* [B|1, 1, T, L], or fewer leading dims ([T, L] from a Trilu) */
+	if (r < 2 || od[r - 2] != m->T || od[r - 1] != L)
 		return false;
+	for (int i = 0; i + 2 < r; i++)
+		if (od[i] != 1 && !(i == 0 && r == 4 && od[i] == m->B))
+			return false;
 	if (t->ndim < 2 || t->dims[t->ndim - 2] != m->T || t->dims[t->ndim - 1] != L)
 		return false;
 	for (int i = 0; i + 2 < t->ndim; i++)
@@ -305,6 +322,59 @@ static Value *mask_padding(const GqMatch *m, const Value *mask)
 	return am;
 }
 
+/* Where form of a causal mask: a bool constant [.., T, L] (leading dims 1)
+ * true exactly on and below the diagonal j <= P+i (keep), or exactly above
+ * it (!keep: it selects the negative fill). */
+static bool where_causal(const GqMatch *m, const Value *cond, bool keep)
+{
+	const Tensor *t = cond ? cond->init : NULL;
+	int64_t L = m->P + m->T;
+	if (!t || t->dtype != DT_BOOL || !t->data || t->ndim < 2 || t->dims[t->ndim - 2] != m->T ||
+	    t->dims[t->ndim - 1] != L)
+		return false;
+	for (int i = 0; i + 2 < t->ndim; i++)
+		if (t->dims[i] != 1)
+			return false;
+	for (int64_t i = 0; i < m->T; i++)
+		for (int64_t j = 0; j < L; j++)
+			if ((tensor_get_i64(t, i * L + j) != 0) != ((j <= m->P + i) == keep))
+				return false;
+	return true;
+}
+
+/* Where (keep, s, neg) or Where (drop, neg, s) on the scores: returns s
+ * (NULL if n is not of that form). */
+static Value *where_scores(const Node *n, bool *keep)
+{
+	if (!n || n->op != OP_Where || n->ninputs != 3 || !n->inputs[0] || !n->inputs[1] || !n->inputs[2] ||
+	    !n->inputs[0]->init)
+		return NULL;
+	int si = n->inputs[1]->init ? 2 : 1;
+	double neg;
+	if (n->inputs[si]->init || !const_scalar(n->inputs[3 - si], &neg) || !(neg <= -1e9))
+		return NULL;
+	*keep = si == 1;
+	return n->inputs[si];
+}
+
+/* transformers' combined mask: Where (Cast<bool> (Cast<bool>? (pad)), finfo.min, causal). */
+static Value *mask_combined(const GqMatch *m, const Value *mask)
+{
+	Node *wh = prod(mask, OP_Where);
+	double c;
+	if (!wh || wh->ninputs != 3 || !const_scalar(wh->inputs[1], &c) || c != -FLT_MAX ||
+	    !mask_causal(m, wh->inputs[2]))
+		return NULL;
+	Node *cb = prod(wh->inputs[0], OP_Cast);
+	if (!cb || attr_int(cb, "to", 0) != DT_BOOL)
+		return NULL;
+	Value *pad = cb->inputs[0];
+	Node *c2 = prod(pad, OP_Cast);
+	if (c2 && attr_int(c2, "to", 0) == DT_BOOL)
+		pad = c2->inputs[0];
+	return mask_padding(m, pad);
+}
+
 static bool match_gqa(Node *sm, GqMatch *m)
 {
 	memset(m, 0, sizeof *m);
@@ -329,14 +399,29 @@ static bool match_gqa(Node *sm, GqMatch *m)
 	if (!mm2 || mm2->inputs[0] != p)
 		return false;
 	push(m, mm2);
-	/* scores */
-	Value *s = sm->inputs[0], *mask = NULL;
-	Node *n = prod(s, OP_Add);
-	if (n && n->ninputs == 2) {
-		bool first = prod(n->inputs[0], OP_Div) || prod(n->inputs[0], OP_Mul) || prod(n->inputs[0], OP_MatMul);
-		mask = n->inputs[first ? 1 : 0];
-		push(m, n);
-		s = n->inputs[first ? 0 : 1];
+	/* scores: an additive mask and/or a Where mask, either order */
+	Value *s = sm->inputs[0], *mask = NULL, *wcond = NULL;
+	bool wkeep = false;
+	Node *n;
+	for (int guard = 0; guard < 2; guard++) {
+		Value *sx;
+		if (!wcond && (n = prod(s, OP_Where)) && (sx = where_scores(n, &wkeep))) {
+			if (s->nusers != 1 || s->is_output)
+				return false;
+			wcond = n->inputs[0];
+			push(m, n);
+			s = sx;
+		} else if (!mask && (n = prod(s, OP_Add)) && n->ninputs == 2) {
+			if (s->nusers != 1 || s->is_output)
+				return false;
+			bool first = prod(n->inputs[0], OP_Div) || prod(n->inputs[0], OP_Mul) ||
+			             prod(n->inputs[0], OP_MatMul) || where_scores(n->inputs[0]->producer, &(bool){0});
+			mask = n->inputs[first ? 1 : 0];
+			push(m, n);
+			s = n->inputs[first ? 0 : 1];
+		} else {
+			break;
+		}
 	}
 	m->scale = 1.0;
 	double c;
@@ -404,8 +489,15 @@ static bool match_gqa(Node *sm, GqMatch *m)
 	if (mask) {
 		if (mask_causal(m, mask))
 			m->causal = true;
+		else if ((m->am = mask_combined(m, mask)))
+			m->causal = true;
 		else if (!(m->am = mask_padding(m, mask)))
 			return false;
+	}
+	if (wcond) {
+		if (!where_causal(m, wcond, wkeep))
+			return false;
+		m->causal = true;
 	}
 	/* head merge */
 	int64_t p0213[4] = {0, 2, 1, 3}, od[MAXR];

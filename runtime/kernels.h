@@ -72,6 +72,7 @@ typedef struct Kernel {
 extern const Kernel kernels_elementwise[], kernels_reduce[], kernels_matmul[],
 	kernels_shape[], kernels_norm[], kernels_attention[],
 	kernels_fused_attention[], kernels_fused[];
+extern const Kernel kernels_contrib[];   /* kernels_contrib.c: com.microsoft Attention */
 const Kernel *kernel_find(const char *domain, const char *op_type);
 /* Calls fn(name, domain) for every registered kernel (tests, docs). */
 void kernel_foreach(void (*fn)(void *ctx, const char *domain, const char *name), void *ctx);

@@ -8,6 +8,7 @@
 static const Kernel *const families[] = {
 	kernels_elementwise, kernels_reduce, kernels_matmul,
 	kernels_shape, kernels_norm, kernels_attention, kernels_fused_attention, kernels_fused,
+	kernels_contrib,
 };
 
 static bool dom_eq(const char *a, const char *b)

@@ -174,3 +174,32 @@ def export(module, args, path, input_names, output_names, opset, dynamic_axes=No
             dynamic_axes=dynamic_axes,
         )
     os.replace(tmp, path)
+
+
+def fix_dims(path, values):
+    """Optimum-style static shape fixing (onnxruntime.tools.make_dynamic_shape_fixed): replace
+    every symbolic dim named in `values` ({dim_param: int}) by its value, in the graph inputs,
+    outputs and value_info of the model at `path` (rewritten in place). The nodes keep the
+    Shape/Gather/Unsqueeze/Concat chains a dynamic_axes export computes reshape targets with."""
+    import onnx
+
+    m = onnx.load(path)
+    g = m.graph
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        for d in v.type.tensor_type.shape.dim:
+            if d.dim_param in values:
+                d.dim_value = int(values[d.dim_param])
+    tmp = path + ".tmp"
+    onnx.save(m, tmp)
+    os.replace(tmp, path)
+
+
+def dynamic_axes_for(names, axes):
+    """{name: {axis: dim_param}} for the names that have an entry in `axes` (a function of the
+    name returning {axis: dim_param} or None)."""
+    out = {}
+    for n in names:
+        a = axes(n)
+        if a:
+            out[n] = a
+    return out

@@ -26,6 +26,15 @@ peaky as trained), biases ~ N(0, 0.02^2), RMSNorm gains ~ N(1, 0.05^2), LM head 
 ~ N(0, 0.02^2) with --frequent (300) seeded rows (low ids) scaled by 4..6 so logits have clear
 winners. Each parameter is seeded from (--seed, its name).
 
+--prefill-mask gives prefill.onnx an attention_mask [1,S] int64 input too (transformers'
+combined 4-D mask: the causal mask masked_fill'ed where the padding mask is set: Where chains);
+its --ref input pads the last 3 positions (right padding).
+--dynamic exports as Optimum does: dynamic_axes for batch and sequence dims (batch_size,
+sequence_length, past_sequence_length, total_sequence_length), so reshape targets, RoPE rows and
+masks are computed from Shape/Gather/Unsqueeze/Concat/Range chains; then the symbolic dims are
+fixed to the static sizes above (Optimum's / onnxruntime's static shape fixing): graph inputs
+and outputs are static, the chains stay in the graph.
+
 Sizes at the defaults: prefill 1 layer ~187 MB; single_token ~1.12 GB (the LM head is 933 MB);
 both under 2 GB, so no external data.
 
@@ -221,8 +230,8 @@ def build(torch, cfg):
             super().__init__()
             self.model = model
 
-        def forward(self, hidden_states):
-            return self.model.run(hidden_states)[0]
+        def forward(self, hidden_states, attention_mask=None):
+            return self.model.run(hidden_states, attention_mask)[0]
 
     class SingleToken(nn.Module):
         """With lm_head_t_input, the LM head weight (transposed, [H, vocab]) is the last argument:
@@ -292,6 +301,9 @@ def main(argv=None):
     ap.add_argument("--opset", type=int, choices=(14, 17), default=14)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--which", default="prefill,single_token")
+    ap.add_argument("--prefill-mask", action="store_true", help="prefill.onnx takes attention_mask [1,S] too")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="Optimum-style export: dynamic batch/sequence axes, then fixed to static input dims")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--check", action="store_true", help="onnx.checker + op histograms of what was written")
     ap.add_argument("--ref", metavar="DIR", help="write seeded inputs and torch outputs (.npy) to DIR/GRAPH/")
@@ -337,17 +349,41 @@ def main(argv=None):
         for n, x in zip(names, arrays):
             np.save(os.path.join(d, n + ".npy"), x.detach().numpy() if hasattr(x, "detach") else x)
 
+    def dyn_axes(name):
+        # Optimum's axis names
+        if name in ("hidden_states", "inputs_embeds", "output_hidden_states", "logits"):
+            return {0: "batch_size", 1: "sequence_length"}
+        if name == "attention_mask":
+            return {0: "batch_size", 1: "total_sequence_length"}
+        if name.startswith("past_key_values."):
+            return {0: "batch_size", 2: "past_sequence_length"}
+        if name.startswith("present."):
+            return {0: "batch_size", 2: "total_sequence_length"}
+        return None
+
+    def export(mod, args, path, names, outs, seq, past):
+        dyn = common.dynamic_axes_for(names + outs, dyn_axes) if a.dynamic else None
+        common.export(mod, args, path, names, outs, a.opset, dynamic_axes=dyn)
+        if a.dynamic:
+            common.fix_dims(path, {"batch_size": 1, "sequence_length": seq, "past_sequence_length": past,
+                                   "total_sequence_length": seq + past})
+
     written = []
     if "prefill" in which:
         path = os.path.join(a.out, "prefill.onnx")
         mod = Prefill(model).eval()
         x = embeds(S)
+        names, args = ["hidden_states"], (x,)
+        if a.prefill_mask:
+            pad = torch.ones((1, S), dtype=torch.int64)
+            pad[0, max(1, S - 3):] = 0     # right padding: every query still sees a key
+            names, args = names + ["attention_mask"], (x, pad)
         with common.Timer("export " + path):
-            common.export(mod, (x,), path, ["hidden_states"], ["output_hidden_states"], a.opset)
+            export(mod, args, path, names, ["output_hidden_states"], S, 0)
         written.append(path)
         if a.ref:
             with torch.no_grad():
-                ref_write("prefill", ["hidden_states", "output_hidden_states"], [x, mod(x)])
+                ref_write("prefill", names + ["output_hidden_states"], list(args) + [mod(*args)])
 
     def single_inputs():
         x = embeds(S)
@@ -368,8 +404,8 @@ def main(argv=None):
         names.append("attention_mask")
         w_t = lm_head.weight.detach().t().contiguous()
         with common.Timer("export " + path):
-            common.export(SingleToken(model, lm_head, True).eval(), (x1, *flat, mask, w_t), path,
-                          names + ["lm_head.weight_t"], outs, a.opset)
+            export(SingleToken(model, lm_head, True).eval(), (x1, *flat, mask, w_t), path,
+                   names + ["lm_head.weight_t"], outs, 1, S - 1)
             common.input_to_initializer(path, "lm_head.weight_t", w_t.numpy())
         written.append(path)
         if a.ref:
@@ -385,6 +421,8 @@ def main(argv=None):
                 d = os.path.join(a.out, "samples", "prefill")
                 os.makedirs(d, exist_ok=True)
                 np.save(os.path.join(d, "hidden_states.npy"), hs)
+                if a.prefill_mask:
+                    np.save(os.path.join(d, "attention_mask.npy"), np.ones((n, S), dtype=np.int64))
                 print("samples/prefill: hidden_states %s" % list(hs.shape), file=sys.stderr)
             if "single_token" in which:
                 cols = {}

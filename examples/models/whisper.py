@@ -19,6 +19,12 @@ torch.onnx.export at static shapes:
                          (Optimum's decoder_with_past_model.onnx: no encoder_hidden_states input,
                           cross-attention K/V come from the past inputs)
 
+--dynamic exports as Optimum does: dynamic_axes for the batch and sequence dims (batch_size,
+decoder_sequence_length, encoder_sequence_length, past_decoder_sequence_length, ...), so the
+graphs compute reshape targets, position slices and masks with Shape/Gather/Unsqueeze/Concat
+chains; the symbolic dims are then fixed to the static sizes above (Optimum's / onnxruntime's
+static shape fixing): graph inputs and outputs are static, the chains stay in the graph.
+
 Opset 14 decomposes LayerNorm (ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add); opset 17
 exports LayerNormalization. GELU is exact (Div/Erf/Add/Mul/Mul) at both.
 Attention follows HF's eager WhisperAttention (q_proj output * hd^-0.5, bmm, Softmax, bmm) with
@@ -389,6 +395,8 @@ def main(argv=None):
     ap.add_argument("--lm-head-copy", action="store_true",
                     help="keep torch's folded transposed copy of the tied LM head (file holds the table twice)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dynamic", action="store_true",
+                    help="Optimum-style export: dynamic batch/sequence axes, then fixed to static input dims")
     ap.add_argument("--which", default="encoder,decoder_prefill,decoder_with_past")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--check", action="store_true", help="onnx.checker + op histograms of what was written")
@@ -461,10 +469,35 @@ def main(argv=None):
         with torch.no_grad():
             enc_out = enc(feats)
 
+    def dyn_axes(name):
+        # Optimum's axis names (the mel frames stay static: the positional table is fixed)
+        if name == "input_features":
+            return {0: "batch_size"}
+        if name in ("last_hidden_state", "encoder_hidden_states"):
+            return {0: "batch_size", 1: "encoder_sequence_length"}
+        if name in ("input_ids", "logits"):
+            return {0: "batch_size", 1: "decoder_sequence_length"}
+        if name.startswith("past_key_values.") and ".decoder." in name:
+            return {0: "batch_size", 2: "past_decoder_sequence_length"}
+        if name.startswith("past_key_values.") or (name.startswith("present.") and ".encoder." in name):
+            return {0: "batch_size", 2: "encoder_sequence_length_out"}
+        if name.startswith("present."):
+            return {0: "batch_size", 2: "past_decoder_sequence_length + 1"}
+        return None
+
+    def export(mod, args, path, names, outs, tokens, past):
+        dyn = common.dynamic_axes_for(names + outs, dyn_axes) if a.dynamic else None
+        common.export(mod, args, path, names, outs, a.opset, dynamic_axes=dyn)
+        if a.dynamic:
+            common.fix_dims(path, {"batch_size": 1, "decoder_sequence_length": tokens,
+                                   "encoder_sequence_length": ctx, "encoder_sequence_length_out": ctx,
+                                   "past_decoder_sequence_length": past,
+                                   "past_decoder_sequence_length + 1": past + tokens})
+
     if "encoder" in which:
         path = os.path.join(a.out, "encoder_model.onnx")
         with common.Timer("export " + path):
-            common.export(enc, (feats,), path, ["input_features"], ["last_hidden_state"], a.opset)
+            export(enc, (feats,), path, ["input_features"], ["last_hidden_state"], 0, 0)
         written.append(path)
         ref_write("encoder_model", ["input_features", "last_hidden_state"], [feats, enc_out])
 
@@ -483,7 +516,8 @@ def main(argv=None):
                 outs += ["present.%d.decoder.key" % i, "present.%d.decoder.value" % i,
                          "present.%d.encoder.key" % i, "present.%d.encoder.value" % i]
         with common.Timer("export " + path):
-            common.export(mod, (input_ids, enc_out), path, ["input_ids", "encoder_hidden_states"], outs, a.opset)
+            export(mod, (input_ids, enc_out), path, ["input_ids", "encoder_hidden_states"], outs, a.tokens,
+                   0)
         if not a.lm_head_copy:
             n = common.untie_transposed_copies(path, [("decoder.embed_tokens.weight", emb)])
             print("  tied LM head: removed %d transposed copy" % n, file=sys.stderr)
@@ -511,7 +545,7 @@ def main(argv=None):
                       "past_key_values.%d.encoder.key" % i, "past_key_values.%d.encoder.value" % i]
             outs += ["present.%d.decoder.key" % i, "present.%d.decoder.value" % i]
         with common.Timer("export " + path):
-            common.export(mod, (step_ids, *flat), path, names, outs, a.opset)
+            export(mod, (step_ids, *flat), path, names, outs, 1, a.past)
         if not a.lm_head_copy:
             n = common.untie_transposed_copies(path, [("decoder.embed_tokens.weight", emb)])
             print("  tied LM head: removed %d transposed copy" % n, file=sys.stderr)

@@ -6,7 +6,12 @@
 Graphs (seeded, small): whisper tiny (--layers 1 --frames 200 --vocab 1000) at
 opset 14 and 17 and scale styles q and qk (encoder_model, decoder_prefill,
 decoder_with_past), Qwen2 small (1 layer, hidden 256, 4/2 heads; prefill and
-single_token), each float and 4-bit (`wlower quantize --nbits 4 --block-size 32`).
+single_token), each float and 4-bit (`wlower quantize --nbits 4 --block-size 32`);
+Optimum-style dynamic exports (`--dynamic`: Shape/Gather/Concat chains, input dims fixed
+static) of whisper tiny (opset 17, q) and Qwen2 small (prefill with attention_mask:
+causal + padding mask); and a BERT-style block of com.microsoft Attention (packed QKV,
+unidirectional) + SkipLayerNormalization, as onnxruntime's transformers optimizer writes
+it (contrib-attention: built here with onnx.helper).
 
 For each: `wlower M --stop-after=fuse --emit onnx -o F.onnx`, the op histogram of
 F (always printed), then the checks
@@ -80,6 +85,8 @@ def expected_counts(graph, layers):
         return [("WhisperAttention", 2 * layers)]
     if graph in ("prefill", "single_token"):
         return [("GroupQueryAttention", layers)]
+    if graph == "contrib":
+        return [("WhisperAttention", layers)]
     return []
 
 
@@ -121,8 +128,68 @@ def one_graph(args, tally, label, model, graph, layers, feeds, work):
     tally.check(label, "psnr", r.returncode == 0, "vs ONNX Runtime on the original (>= 100 dB, tokens)")
 
 
+def contrib_graph(outdir, layers=1, S=8, D=64, H=4, seed=7):
+    """A small ORT-fused transformer block: per layer
+    a = com.microsoft.Attention <num_heads, unidirectional = 1> (x, W [D,3D], b [3D]);
+    x = com.microsoft.SkipLayerNormalization (a, x, gamma, beta) (then a Gelu MLP with its own
+    SkipLayerNormalization); writes contrib.onnx and ref/contrib/hidden_states.npy."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    g = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def w(name, shape, std):
+        inits.append(numpy_helper.from_array((g.standard_normal(shape) * std).astype(np.float32), name))
+        return name
+    x = "hidden_states"
+    for i in range(layers):
+        p = "/layers.%d" % i
+        nodes.append(helper.make_node("Attention", [x, w(p + ".qkv.weight", (D, 3 * D), 2 * D ** -0.5),
+                                                    w(p + ".qkv.bias", (3 * D,), 0.02)], [p + "/attn_out"],
+                                      name=p + "/attention/Attention", domain="com.microsoft", num_heads=H,
+                                      unidirectional=1))
+        nodes.append(helper.make_node("MatMul", [p + "/attn_out", w(p + ".o.weight", (D, D), D ** -0.5)],
+                                      [p + "/o_out"], name=p + "/attention/o_proj/MatMul"))
+        nodes.append(helper.make_node("SkipLayerNormalization", [p + "/o_out", x, w(p + ".ln1.gamma", (D,), 0.05),
+                                                                 w(p + ".ln1.beta", (D,), 0.02),
+                                                                 w(p + ".o.bias", (D,), 0.02)],
+                                      [p + "/ln1_out", "", "", p + "/res1"], name=p + "/ln1/SkipLayerNorm",
+                                      domain="com.microsoft", epsilon=1e-5))
+        nodes.append(helper.make_node("MatMul", [p + "/ln1_out", w(p + ".fc1.weight", (D, 2 * D), D ** -0.5)],
+                                      [p + "/fc1_out"], name=p + "/mlp/fc1/MatMul"))
+        nodes.append(helper.make_node("BiasGelu", [p + "/fc1_out", w(p + ".fc1.bias", (2 * D,), 0.02)],
+                                      [p + "/gelu_out"], name=p + "/mlp/BiasGelu", domain="com.microsoft"))
+        nodes.append(helper.make_node("MatMul", [p + "/gelu_out", w(p + ".fc2.weight", (2 * D, D), (2 * D) ** -0.5)],
+                                      [p + "/fc2_out"], name=p + "/mlp/fc2/MatMul"))
+        out = "output_hidden_states" if i == layers - 1 else p + "/out"
+        nodes.append(helper.make_node("SkipLayerNormalization", [p + "/fc2_out", p + "/res1",
+                                                                 w(p + ".ln2.gamma", (D,), 0.05),
+                                                                 w(p + ".ln2.beta", (D,), 0.02)],
+                                      [out], name=p + "/ln2/SkipLayerNorm", domain="com.microsoft", epsilon=1e-5))
+        x = out
+    graph = helper.make_graph(nodes, "contrib", [helper.make_tensor_value_info("hidden_states", TensorProto.FLOAT,
+                                                                              [1, S, D])],
+                              [helper.make_tensor_value_info("output_hidden_states", TensorProto.FLOAT, [1, S, D])],
+                              inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    os.makedirs(os.path.join(outdir, "ref", "contrib"), exist_ok=True)
+    onnx.save(m, os.path.join(outdir, "contrib.onnx"))
+    np.save(os.path.join(outdir, "ref", "contrib", "hidden_states.npy"),
+            g.standard_normal((1, S, D)).astype(np.float32))
+
+
 def generate(tag, cmd, outdir):
     if os.path.exists(os.path.join(outdir, "done")):
+        return True
+    if cmd is None:   # built here
+        try:
+            contrib_graph(outdir)
+        except Exception as e:  # noqa: BLE001
+            print("FAIL %s: generator: %s" % (tag, e), flush=True)
+            return False
+        open(os.path.join(outdir, "done"), "w").close()
         return True
     r, t = ro.sh(cmd + ["--out", outdir, "--ref", os.path.join(outdir, "ref")])
     if r.returncode != 0:
@@ -168,11 +235,19 @@ def main():
     sets.append(("qwen2-small", [ro.PY, os.path.join(ro.MODELS, "qwen2.py"), "--layers", str(layers),
                                  "--hidden", "256", "--heads", "4", "--kv-heads", "2", "--ffn", "512",
                                  "--vocab", "1000"]))
+    # Optimum-style dynamic exports, input dims fixed static (one opset/style: the chains are the same)
+    sets.append(("whisper-tiny-op17-q-dynamic", [ro.PY, os.path.join(ro.MODELS, "whisper.py"), "--size", "tiny",
+                                                 "--layers", str(layers), "--frames", "200", "--vocab", "1000",
+                                                 "--opset", "17", "--scale-style", "q", "--dynamic"]))
+    sets.append(("qwen2-small-dynamic", [ro.PY, os.path.join(ro.MODELS, "qwen2.py"), "--layers", str(layers),
+                                         "--hidden", "256", "--heads", "4", "--kv-heads", "2", "--ffn", "512",
+                                         "--vocab", "1000", "--max-pos", "64", "--dynamic", "--prefill-mask"]))
+    sets.append(("contrib-attention", None))
     gen_failed = 0
     for tag, cmd in sets:
-        if args.only and not any(args.only in "%s/%s" % (tag, g) for g in
-                                 ("encoder_model", "decoder_prefill", "decoder_with_past",
-                                  "prefill", "single_token")):
+        graphs = ("contrib",) if cmd is None else ("encoder_model", "decoder_prefill", "decoder_with_past",
+                                                   "prefill", "single_token")
+        if args.only and not any(args.only in "%s/%s" % (tag, g) for g in graphs):
             continue
         outdir = os.path.join(args.workdir, tag)
         if not generate(tag, cmd, outdir):

@@ -9,7 +9,10 @@
  * graph runs through the reference executor as written (the reference),
  * then through shape-infer, the fusion pass and dce, and again on the same
  * random inputs: the fused op must be the only node left, and every output
- * within 1e-5 relative (max |ref - got| / max |ref|). With fp16 = 1 the
+ * within 1e-5 relative (max |ref - got| / max |ref|). Also the mask variants
+ * of fuse_gqa_masks.onnxtxt (Where / Trilu causal masks, causal + padding)
+ * and com.microsoft Attention (fuse_ms_attention.onnxtxt: the contrib
+ * reference kernel vs MatMulNBits + WhisperAttention). With fp16 = 1 the
  * outputs differ, but by less than binary16 rounding allows (2e-3).
  */
 #include <check.h>
@@ -143,6 +146,8 @@ static double rel_err(const RTensor *a, const RTensor *b)
 	return peak > 0 ? err / peak : err;
 }
 
+static void compare(Module *ref, Module *got, const char *op, bool fp16);
+
 /* Fuses src with `pass`; the fused op must be the only node; compares. */
 static void check(const char *src, const char *pass, const char *op, bool fp16)
 {
@@ -158,6 +163,13 @@ static void check(const char *src, const char *pass, const char *op, bool fp16)
 	ck_assert(node_attr(n, "fused_from") != NULL);
 	ck_assert_int_eq(module_opset(got, "ai.wlower"), 1);
 	ck_assert_int_eq(attr_int(n, "fp16", 0), fp16);
+	compare(ref, got, op, fp16);
+}
+
+/* Runs ref and got on the same seeded inputs; every output within 1e-5
+ * relative (2e-3 with fp16). Frees both modules. */
+static void compare(Module *ref, Module *got, const char *op, bool fp16)
+{
 	Inputs in;
 	make_inputs(ref, &in, 7);
 	RTensor a[MAXIO], b[MAXIO];
@@ -183,6 +195,58 @@ static void check_lit(const char *file, const char *section, const char *pass, c
 	check(src, pass, op, fp16);
 	free(src);
 }
+
+/* fuse_gqa_masks.onnxtxt: causal masks as Where / Trilu, causal + padding. */
+#define GQM_CASE(name)                                                                           \
+	START_TEST(test_gqm_##name)                                                              \
+	{                                                                                        \
+		check_lit("fuse_gqa_masks.onnxtxt", #name ".onnxtxt", "fold-constants,fuse-gqa",    \
+		          "GroupQueryAttention", false);                                         \
+	}                                                                                        \
+	END_TEST
+GQM_CASE(where_keep)
+GQM_CASE(where_drop)
+GQM_CASE(trilu)
+GQM_CASE(trilu_where)
+GQM_CASE(combined)
+GQM_CASE(combined_where)
+
+/* fuse-ms-attention: com.microsoft Attention (run by its reference kernel)
+ * against ai.wlower.MatMulNBits (QKV, splits) + WhisperAttention. */
+static void check_msa(const char *section)
+{
+	char *src = lit_section("fuse_ms_attention.onnxtxt", section);
+	Module *ref = parse(src), *got = parse(src);
+	free(src);
+	run_passes(ref, "shape-infer", false);
+	run_passes(got, "shape-infer,fuse-ms-attention,dce", false);
+	ck_assert_int_eq(got->graph->nnodes, 2);
+	Node *p = got->graph->first, *a = p->next;
+	ck_assert_str_eq(p->op_type, "MatMulNBits");
+	ck_assert_str_eq(p->domain, "ai.wlower");
+	ck_assert_str_eq(a->op_type, "WhisperAttention");
+	ck_assert_str_eq(a->domain, "ai.wlower");
+	ck_assert(node_attr(a, "fused_from") != NULL);
+	compare(ref, got, "WhisperAttention", false);
+}
+
+START_TEST(test_msa_self)
+{
+	check_msa("self.onnxtxt");
+}
+END_TEST
+
+START_TEST(test_msa_causal)
+{
+	check_msa("causal.onnxtxt");
+}
+END_TEST
+
+START_TEST(test_msa_scale)
+{
+	check_msa("scale.onnxtxt");
+}
+END_TEST
 
 #define WA_CASE(name)                                                                               \
 	START_TEST(test_wa_##name)                                                                  \
@@ -238,6 +302,15 @@ int main(void)
 	tcase_add_test(tc, test_gqa_prefill);
 	tcase_add_test(tc, test_gqa_step);
 	tcase_add_test(tc, test_gqa_step_fp16);
+	tcase_add_test(tc, test_gqm_where_keep);
+	tcase_add_test(tc, test_gqm_where_drop);
+	tcase_add_test(tc, test_gqm_trilu);
+	tcase_add_test(tc, test_gqm_trilu_where);
+	tcase_add_test(tc, test_gqm_combined);
+	tcase_add_test(tc, test_gqm_combined_where);
+	tcase_add_test(tc, test_msa_self);
+	tcase_add_test(tc, test_msa_causal);
+	tcase_add_test(tc, test_msa_scale);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
