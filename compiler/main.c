@@ -23,7 +23,8 @@ static const char usage_main[] =
 "pipeline and writes the result.\n"
 "\n"
 "output:\n"
-"  -o FILE               write the result to FILE (atomically: nothing is left on error)\n"
+"  -o FILE               write the result to FILE (atomically: nothing is left on error);\n"
+"                        -o - writes text to stdout\n"
 "  --emit onnx|onnx-text format of the result; default: from -o's extension\n"
 "                        (.onnx → onnx, else onnx-text); text goes to stdout without -o\n"
 "  --print-weights       print every initializer in full (default: tensors with more than\n"
@@ -238,7 +239,7 @@ static int compile(Options *o)
 	if (strcmp(o->emit, "onnx") == 0) {
 		ExportOptions eo = {.all_external = o->external_data};
 		rc = onnx_export_file(m, o->out, &eo, &d);
-	} else if (o->out) {
+	} else if (o->out && strcmp(o->out, "-") != 0) {
 		rc = text_print_file(m, o->out, &po, &d);
 	} else {
 		rc = text_print(m, stdout, &po);
@@ -420,7 +421,7 @@ int main(int argc, char **argv)
 		o.emit = (o.out && ends_with(o.out, ".onnx")) ? "onnx" : "onnx-text";
 	if (strcmp(o.emit, "onnx") != 0 && strcmp(o.emit, "onnx-text") != 0)
 		return usage_error("--emit: unknown format '%s' (onnx, onnx-text)", o.emit);
-	if (strcmp(o.emit, "onnx") == 0 && !o.out)
+	if (strcmp(o.emit, "onnx") == 0 && (!o.out || strcmp(o.out, "-") == 0))
 		return usage_error("%s", "--emit onnx needs -o FILE");
 	return compile(&o);
 }

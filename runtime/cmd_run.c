@@ -1,6 +1,8 @@
-/* cmd_run.c — `wlower run`: run a model with the float reference executor.
+/* cmd_run.c — `wlower run`: run a model with the float reference executor,
+ * or a compiled host module directory with the runtime (wlower_rt.h).
  *
  *   wlower run MODEL --input NAME=FILE.npy ... --output-dir DIR [--threads N] [--reps N]
+ *   wlower run MODDIR --input NAME=FILE.npy ... --output-dir DIR [--threads N] [--reps N]
  *
  * Reads MODEL (.onnx or .onnxtxt), binds every graph input from a .npy or an
  * ONNX TensorProto .pb file, runs once, and writes DIR/<output>.npy for every
@@ -9,6 +11,12 @@
  * and prints "median_ms=X" on stdout. Output file names are the output names
  * with every character outside [A-Za-z0-9._-] (and a leading '.') replaced
  * by '_' — the rule tests/oracle/ort_run.js follows too.
+ *
+ * MODDIR (a directory: `wlower MODEL --target host -o MODDIR`) is loaded with
+ * wl_open and run the same way; inputs must match the manifest's dtypes and
+ * shapes exactly. With WLOWER_PROFILE=1 in the environment and a module that
+ * has per-kernel entry points, a per-kernel time table (averaged over the
+ * timed runs, or the one run without --reps) goes to stderr.
  *
  * Errors are one line naming the file and the input. An unknown, missing,
  * mistyped or misshapen input is bad input (exit 1); a malformed command
@@ -22,6 +30,7 @@
 #include <unistd.h>
 #include "commands.h"
 #include "runtime/rt.h"
+#include "runtime/wlower_rt.h"
 
 static const char CMD[] = "run";
 
@@ -29,8 +38,9 @@ static const char usage_run[] =
 "usage: wlower run MODEL|DIR --input NAME=FILE.npy ... --output-dir OUT [--threads N] [--reps N]\n"
 "\n"
 "Runs MODEL (.onnx, or .onnxtxt textual syntax) with the float reference\n"
-"executor and writes OUT/<output>.npy for every graph output (characters\n"
-"outside [A-Za-z0-9._-] in an output name become '_').\n"
+"executor, or DIR, a module directory compiled with 'wlower MODEL --target host\n"
+"-o DIR', with the host runtime, and writes OUT/<output>.npy for every graph\n"
+"output (characters outside [A-Za-z0-9._-] in an output name become '_').\n"
 "\n"
 "  --input NAME=FILE     value of graph input NAME: a .npy file (float32, float16,\n"
 "                        int64, int32, int8, uint8, bool) or an ONNX TensorProto\n"
@@ -41,7 +51,8 @@ static const char usage_run[] =
 "                        print median_ms=X on stdout\n"
 "  -h, --help            this help\n"
 "\n"
-"A compiled module directory (DIR) is not accepted yet.\n"
+"DIR: inputs must have the manifest's dtypes and shapes; WLOWER_PROFILE=1 in\n"
+"the environment prints per-kernel times on stderr (if the module has them).\n"
 "exit status: 0 success, 1 bad input (one line naming file and input), 2 usage error\n";
 
 typedef struct Binding {
@@ -233,30 +244,234 @@ static int bind_inputs(Exec *e, RunArgs *a, Diag *d)
 	return WL_OK;
 }
 
-static int write_outputs(Exec *e, const char *dir, Diag *d)
+/* Writes DIR/<names[i]>.npy for the n tensors. */
+static int write_named_outputs(const char *dir, int n, const char *const *names, const RTensor *const *ts,
+                               Diag *d)
 {
 	if (make_dirs(dir, d) != WL_OK)
 		return WL_ERR;
-	int n = exec_output_count(e);
 	char **paths = calloc((size_t)n + 1, sizeof *paths);
 	if (!paths)
 		wl_die(__FILE__, __LINE__, "out of memory");
 	int rc = WL_OK;
 	for (int i = 0; i < n && rc == WL_OK; i++) {
-		paths[i] = output_file_name(dir, exec_output_name(e, i));
+		paths[i] = output_file_name(dir, names[i]);
 		for (int k = 0; k < i; k++)
 			if (strcmp(paths[k], paths[i]) == 0)
-				rc = diag_fail(d, "outputs '%s' and '%s' both map to the file %s", exec_output_name(e, k),
-				               exec_output_name(e, i), paths[i]);
+				rc = diag_fail(d, "outputs '%s' and '%s' both map to the file %s", names[k], names[i],
+				               paths[i]);
 	}
 	for (int i = 0; i < n && rc == WL_OK; i++)
-		if (npy_write(paths[i], exec_output(e, i), d) != WL_OK) {
-			diag_prefix(d, "output '%s': ", exec_output_name(e, i));
+		if (npy_write(paths[i], ts[i], d) != WL_OK) {
+			diag_prefix(d, "output '%s': ", names[i]);
 			rc = WL_ERR;
 		}
 	for (int i = 0; i < n; i++)
 		free(paths[i]);
 	free(paths);
+	return rc;
+}
+
+static int write_outputs(Exec *e, const char *dir, Diag *d)
+{
+	int n = exec_output_count(e);
+	const char **names = calloc((size_t)n + 1, sizeof *names);
+	const RTensor **ts = calloc((size_t)n + 1, sizeof *ts);
+	if (!names || !ts)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (int i = 0; i < n; i++) {
+		names[i] = exec_output_name(e, i);
+		ts[i] = exec_output(e, i);
+	}
+	int rc = write_named_outputs(dir, n, names, ts, d);
+	free(names);
+	free(ts);
+	return rc;
+}
+
+static void print_median(double *t, long reps)
+{
+	qsort(t, (size_t)reps, sizeof *t, cmp_double);
+	double med = reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2;
+	printf("median_ms=%.3f\n", med);
+	fflush(stdout);
+}
+
+/* ---------------------------------------------------------------- module directories */
+
+static int cmp_prof(const void *a, const void *b)
+{
+	const double *x = a, *y = b;
+	return (x[1] < y[1]) - (x[1] > y[1]);
+}
+
+/* The per-kernel table (WLOWER_PROFILE=1) on stderr: kernels by time, then
+ * per op type (the "(Op)" suffix of kernel names). */
+static void print_profile(WlModule *wm)
+{
+	int n = wl_profile_count(wm);
+	long runs = wl_profile_runs(wm);
+	if (n <= 0 || runs <= 0)
+		return;
+	double (*row)[2] = calloc((size_t)n, sizeof *row), total = 0;
+	if (!row)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (int i = 0; i < n; i++) {
+		double ms = 0;
+		wl_profile_kernel(wm, i, NULL, &ms);
+		row[i][0] = i;
+		row[i][1] = ms / (double)runs;
+		total += row[i][1];
+	}
+	qsort(row, (size_t)n, sizeof *row, cmp_prof);
+	fprintf(stderr, "profile: %d kernels, %ld runs, %.3f ms per run in kernels\n", n, runs, total);
+	/* per op type */
+	const char **ops = calloc((size_t)n, sizeof *ops);
+	double *opms = calloc((size_t)n, sizeof *opms);
+	int *opcnt = calloc((size_t)n, sizeof *opcnt), nops = 0;
+	size_t *oplen = calloc((size_t)n, sizeof *oplen);
+	if (!ops || !opms || !opcnt || !oplen)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (int r = 0; r < n; r++) {
+		const char *name = "?";
+		wl_profile_kernel(wm, (int)row[r][0], &name, NULL);
+		const char *op = strrchr(name, '(');
+		size_t len = op ? strcspn(op + 1, ")") : strlen(name);
+		op = op ? op + 1 : name;
+		int k = 0;
+		while (k < nops && !(oplen[k] == len && !strncmp(ops[k], op, len)))
+			k++;
+		if (k == nops) {
+			ops[k] = op;
+			oplen[k] = len;
+			nops++;
+		}
+		opms[k] += row[r][1];
+		opcnt[k]++;
+	}
+	fprintf(stderr, "profile: by op type (ms per run, %% of kernel time)\n");
+	for (int k = 0; k < nops; k++) {
+		int best = k;
+		for (int j = k + 1; j < nops; j++)
+			if (opms[j] > opms[best])
+				best = j;
+		const char *to = ops[k]; ops[k] = ops[best]; ops[best] = to;
+		size_t tl = oplen[k]; oplen[k] = oplen[best]; oplen[best] = tl;
+		double tm = opms[k]; opms[k] = opms[best]; opms[best] = tm;
+		int tc = opcnt[k]; opcnt[k] = opcnt[best]; opcnt[best] = tc;
+		fprintf(stderr, "  %-28.*s %4d x %9.3f ms %5.1f%%\n", (int)oplen[k], ops[k], opcnt[k], opms[k],
+		        total > 0 ? 100 * opms[k] / total : 0.0);
+	}
+	fprintf(stderr, "profile: kernels (ms per run, %% of kernel time)\n");
+	for (int r = 0; r < n; r++) {
+		const char *name = "?";
+		wl_profile_kernel(wm, (int)row[r][0], &name, NULL);
+		fprintf(stderr, "  %4d %9.3f ms %5.1f%%  %s\n", (int)row[r][0], row[r][1],
+		        total > 0 ? 100 * row[r][1] / total : 0.0, name);
+	}
+	free(ops);
+	free(opms);
+	free(opcnt);
+	free(oplen);
+	free(row);
+}
+
+/* `wlower run DIR`: the host runtime. Same options, outputs and messages as
+ * for a model. */
+static int run_dir(RunArgs *a, Diag *d)
+{
+	char *err = NULL;
+	WlModule *wm = wl_open(a->model, a->threads ? (int)a->threads : 0, &err);
+	if (!wm) {
+		diag_fail(d, "%s", err ? err : "cannot open module");
+		free(err);
+		return WL_ERR;
+	}
+	int rc = WL_ERR;
+	int nin = wl_input_count(wm), nout = wl_output_count(wm);
+	const char **names = calloc((size_t)nout + 1, sizeof *names);
+	RTensor *outs = calloc((size_t)nout + 1, sizeof *outs);
+	const RTensor **pts = calloc((size_t)nout + 1, sizeof *pts);
+	double *t = calloc((size_t)a->reps + 1, sizeof *t);
+	if (!names || !outs || !pts || !t)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	char list[512], ty[256];
+	WlTensorInfo info;
+	for (int k = 0; k < a->nb; k++) {
+		Binding *b = &a->b[k];
+		if (wl_input_index(wm, b->name) < 0) {
+			size_t l = 0;
+			list[0] = 0;
+			for (int i = 0; i < nin && l + 1 < sizeof list; i++) {
+				wl_input_info(wm, i, &info);
+				int w = snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", info.name);
+				if (w < 0)
+					break;
+				l += (size_t)w;
+			}
+			diag_fail(d, "%s: input '%s' is not an input of %s (inputs: %s)", b->file, b->name, a->model,
+			          nin ? list : "none");
+			goto out;
+		}
+		if (load_tensor(b->file, &b->t, d) != WL_OK) {
+			diag_prefix(d, "input '%s': ", b->name);
+			goto out;
+		}
+		b->loaded = true;
+		if (wl_bind_input(wm, b->name, b->t.data, b->t.dtype, b->t.ndim, b->t.dims) != 0) {
+			diag_fail(d, "%s (%s)", wl_error(wm), b->file);
+			goto out;
+		}
+	}
+	for (int i = 0; i < nin; i++) {
+		wl_input_info(wm, i, &info);
+		bool given = false;
+		for (int k = 0; k < a->nb; k++)
+			given |= strcmp(a->b[k].name, info.name) == 0;
+		if (!given) {
+			RTensor tt = {.dtype = info.dtype, .ndim = info.ndim};
+			memcpy(tt.dims, info.shape, sizeof(int64_t) * (size_t)info.ndim);
+			diag_fail(d, "%s: input '%s' (%s) not given: add --input %s=FILE.npy", a->model, info.name,
+			          rt_describe(&tt, ty, sizeof ty), info.name);
+			goto out;
+		}
+	}
+	if (wl_run(wm) != 0) {
+		diag_fail(d, "%s", wl_error(wm));
+		goto out;
+	}
+	if (a->reps > 0) {
+		wl_profile_reset(wm);           /* the warm-up run is not profiled */
+		for (long r = 0; r < a->reps; r++) {
+			double t0 = now_ms();
+			if (wl_run(wm) != 0) {
+				diag_fail(d, "%s", wl_error(wm));
+				goto out;
+			}
+			t[r] = now_ms() - t0;
+		}
+		print_median(t, a->reps);
+	}
+	if (getenv("WLOWER_PROFILE") && strcmp(getenv("WLOWER_PROFILE"), "0") != 0) {
+		if (wl_profile_count(wm) > 0)
+			print_profile(wm);
+		else
+			fprintf(stderr, "profile: %s: module has no per-kernel entry points\n", a->model);
+	}
+	for (int i = 0; i < nout; i++) {
+		const void *p = wl_output(wm, i, &info);
+		names[i] = info.name;
+		outs[i] = (RTensor){.dtype = info.dtype, .ndim = info.ndim, .data = (void *)p, .nbytes = info.nbytes};
+		memcpy(outs[i].dims, info.shape, sizeof(int64_t) * (size_t)info.ndim);
+		pts[i] = &outs[i];
+	}
+	rc = write_named_outputs(a->outdir, nout, names, pts, d);
+out:
+	free(names);
+	free(outs);
+	free(pts);
+	free(t);
+	wl_close(wm);
 	return rc;
 }
 
@@ -280,9 +495,10 @@ int cmd_run(int argc, char **argv)
 	rc = CMD_BAD_INPUT;
 	struct stat st;
 	if (stat(a.model, &st) == 0 && S_ISDIR(st.st_mode)) {
-		diag_fail(&d, "%s: is a directory: running a compiled module directory is not supported "
-		          "yet (give a .onnx or .onnxtxt model)", a.model);
-		goto fail;
+		if (run_dir(&a, &d) != WL_OK)
+			goto fail;
+		rc = CMD_OK;
+		goto out;
 	}
 	if (model_read(a.model, &m, &d) != WL_OK || ir_verify(m, &d) != WL_OK)
 		goto fail;
@@ -304,10 +520,7 @@ int cmd_run(int argc, char **argv)
 			}
 			t[r] = now_ms() - t0;
 		}
-		qsort(t, (size_t)a.reps, sizeof *t, cmp_double);
-		double med = a.reps % 2 ? t[a.reps / 2] : (t[a.reps / 2 - 1] + t[a.reps / 2]) / 2;
-		printf("median_ms=%.3f\n", med);
-		fflush(stdout);
+		print_median(t, a.reps);
 		free(t);
 	}
 	if (write_outputs(e, a.outdir, &d) != WL_OK)

@@ -90,6 +90,11 @@ static int static_shape_check(const Value *v, const char *model, Diag *d)
 	return WL_OK;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 int manifest_new(Module *m, const TargetOptions *o, Manifest **out, Diag *d)
 {
 	Graph *g = m->graph;
@@ -138,28 +143,28 @@ int manifest_new(Module *m, const TargetOptions *o, Manifest **out, Diag *d)
 		cJSON_AddItemToArray(outs, manifest_io(g->outputs[i]));
 	/* op counts, sorted by name for stable output */
 	cJSON *oc = cJSON_AddObjectToObject(p, "op_counts");
+	int nn = 0;
+	for (Node *n = g->first; n; n = n->next)
+		nn++;
+	char **keys = calloc(nn ? nn : 1, sizeof *keys);
+	int nk = 0;
 	for (Node *n = g->first; n; n = n->next) {
-		char key[256];
-		snprintf(key, sizeof key, "%s%s%s", n->domain && *n->domain ? n->domain : "",
-		         n->domain && *n->domain ? "." : "", n->op_type);
-		cJSON *c = cJSON_GetObjectItemCaseSensitive(oc, key);
-		if (c)
-			cJSON_SetNumberValue(c, c->valuedouble + 1);
-		else {
-			/* insert keeping keys sorted */
-			cJSON *item = cJSON_CreateNumber(1), *at = oc->child;
-			int idx = 0;
-			while (at && strcmp(at->string, key) < 0) {
-				at = at->next;
-				idx++;
-			}
-			if (at) {
-				item->string = strdup(key);
-				cJSON_InsertItemInArray(oc, idx, item);
-			} else
-				cJSON_AddItemToObject(oc, key, item);
-		}
+		bool dom = n->domain && *n->domain;
+		size_t len = strlen(n->op_type) + (dom ? strlen(n->domain) + 1 : 0) + 1;
+		keys[nk] = malloc(len);
+		snprintf(keys[nk++], len, "%s%s%s", dom ? n->domain : "", dom ? "." : "", n->op_type);
 	}
+	qsort(keys, nk, sizeof *keys, cmp_str);
+	for (int i = 0; i < nk;) {
+		int j = i;
+		while (j < nk && strcmp(keys[j], keys[i]) == 0)
+			j++;
+		cJSON_AddNumberToObject(oc, keys[i], j - i);
+		i = j;
+	}
+	for (int i = 0; i < nk; i++)
+		free(keys[i]);
+	free(keys);
 	mf->files = cJSON_AddArrayToObject(r, "files");
 	*out = mf;
 	return WL_OK;

@@ -8,7 +8,7 @@
  *               weights.bin layout, schedule.json
  *   kernels.c   per-op knowledge of the CCL kernels: which constant inputs are
  *               packed into blobs and how, MAC/ALU counts, the C++ call text
- *               (numerics owner; the C++ side is ccl/*.hpp)
+ *               (numerics owner; the C++ side is ccl/ headers)
  *   sim/        `wlower sim`: build + run module.cpp against ccl/, cost model
  *               (docs/cost-model.md), reports, profiles
  *   ccl/        the CCL emulation library (C++17, header-only + runner.cpp)
@@ -58,5 +58,146 @@ int ccl_emit_call(const Node *n, const char *const *in, const char *const *out,
  * one core, from the per-core counts of schedule.json. */
 enum { CAT_COMPUTE, CAT_MAC, CAT_DATA_ARRAY, CAT_DATA_OCM, CAT_DATA_EXTERNAL, CAT_COUNT };
 extern const char *const cost_category_names[CAT_COUNT];   /* "compute", "mac", ... */
+
+/* (sim helper's section) The model, docs/cost-model.md. Counts of one kernel
+ * on one core, as schedule.json's "per_core" entries give them. */
+typedef struct CostCoreCounts {
+	int core;
+	uint64_t macs, alu_ops, array_bytes, ocm_read, ocm_write, ext_read, ext_write;
+} CostCoreCounts;
+
+enum { COST_MAX_CORES = 4 };
+
+typedef struct CostKernel {
+	char *name, *op, *cpp, *split;
+	uint64_t macs, alu_ops;                 /* kernel totals (schedule) */
+	uint64_t ddr_to_ocm, ocm_to_ddr;        /* sums of its "dma" entries */
+	uint64_t act_bytes;                     /* its activation buffers (role in/out) */
+	int64_t tile_m, tile_n, tile_k, tile_count;
+	bool double_buffered;
+	int ncores;
+	CostCoreCounts core[COST_MAX_CORES];
+} CostKernel;
+
+/* The fitted constants (cost.c: cost_default_params). Each multiplies the
+ * category's raw figure (cost_kernel_raw); kernel_overhead is added once per
+ * kernel (launch + core synchronisation). */
+typedef struct CostParams {
+	double k[CAT_COUNT];
+	double act_ddr;           /* share of a kernel's activation bytes that go through DDR */
+	double kernel_overhead;
+} CostParams;
+extern const CostParams cost_default_params;
+
+/* Raw figures (cycles before the constants) of one kernel on one core. */
+/* raw_act: DDR cycles of the kernel's activations if all went through DDR
+ * (scaled by act_ddr, then by k[CAT_DATA_EXTERNAL]). */
+void cost_kernel_raw(const ChimeraConfig *cfg, const CostKernel *k, int ci, double raw[CAT_COUNT],
+                     double *raw_act);
+/* min(1, macs / (tile count · m · n · k)); 1 without a tile or MACs. */
+double cost_tile_util(const CostKernel *k);
+
+typedef struct CostResult {
+	int nkernels, cores;
+	/* [kernel][core][cat] cycles, [kernel][core] time with overlap */
+	double (*cyc)[COST_MAX_CORES][CAT_COUNT];
+	double (*ktime)[COST_MAX_CORES];
+	double *kernel_cycles;      /* max over cores + overhead */
+	int *critical;              /* core deciding each kernel's time */
+	double core_cat[COST_MAX_CORES][CAT_COUNT];   /* per core, summed over kernels */
+	double core_busy[COST_MAX_CORES];             /* per core, sum of its kernel times */
+	double module_cat[CAT_COUNT];                 /* critical core per kernel, summed */
+	double raw_module_cat[CAT_COUNT];             /* Σ_k max_c raw (constants 1, act_ddr 0) */
+	double raw_module_act;                        /* Σ_k max_c raw_act */
+	double overhead_cycles;                       /* nkernels · kernel_overhead */
+	uint64_t total_cycles;                        /* sum of kernel_cycles, rounded */
+} CostResult;
+/* Evaluates the model for every kernel (cfg->cores cores). */
+void cost_model(const ChimeraConfig *cfg, const CostParams *p, const CostKernel *ks, int nk,
+                CostResult *r);
+void cost_result_free(CostResult *r);
+
+
+/* ---------------------------------------------------------------- lower.c, alloc.c, emit_cpp.c
+ * (lower helper's section) The lowered module: one ChKernel per node in
+ * graph (topological) order, one ChVal per activation value. */
+enum { CH_MEM_DDR = 0, CH_MEM_OCM = 1, CH_MEM_W = 2 };   /* c.ddr, c.ocm, c.w */
+enum { CH_MAX_CORES = 4, CH_MAX_BUFS = 48, CH_MAX_DMA = 40 };
+
+typedef struct ChVal {
+	Value *v;
+	uint64_t bytes;          /* numel x element size of its format */
+	int def, last;           /* producing kernel (-1: module input), last reader */
+	bool io_in, io_out;      /* module input / output: home in the DDR arena */
+	bool spilled;            /* did not fit in OCM: home in the DDR arena */
+	int mem;                 /* CH_MEM_OCM (resident def..last) or CH_MEM_DDR */
+	uint64_t off;
+	bool copy;               /* module input: filled once into OCM at copy_off */
+	uint64_t copy_off;
+} ChVal;
+
+typedef struct ChBuf {
+	const char *value;       /* value name, or "NODE#role" for blobs/scratch */
+	const char *role;        /* "in" "out" "weight" "scratch" */
+	int mem;                 /* CH_MEM_* */
+	uint64_t off, bytes;
+} ChBuf;
+
+typedef struct ChDma {
+	int dir;                 /* 0 DDR_TO_OCM (before the call), 1 OCM_TO_DDR (after) */
+	int src_mem, dst_mem;    /* CH_MEM_* */
+	uint64_t src_off, dst_off, bytes;
+	const char *what;        /* "weights" "activations" "spill" "fill" */
+} ChDma;
+
+typedef struct ChCore {
+	int core;
+	uint64_t macs, alu_ops, array_bytes, ocm_read, ocm_write, ext_read, ext_write;
+} ChCore;
+
+typedef struct ChKernel {
+	Node *n;
+	CclKernelInfo ki;
+	const char *split;       /* "rows" "cols" "heads" "none" */
+	int ncores;              /* cores used: 0..ncores-1 */
+	int64_t units;           /* rows / output channels / heads split over cores */
+	int64_t tile_m, tile_n, tile_k, tile_count;
+	uint64_t tile_lrm;
+	ChCore core[CH_MAX_CORES];
+	/* filled by alloc.c */
+	ChBuf buf[CH_MAX_BUFS]; int nbuf;
+	ChDma dma[CH_MAX_DMA]; int ndma;
+	const char *in_expr[16], *out_expr[8], *blob_expr[8], *scratch_expr;
+	uint64_t blob_woff[8];   /* offsets of the blobs in weights.bin */
+	uint64_t direct_ext_read, direct_ext_write;   /* DDR bytes read/written in place */
+} ChKernel;
+
+typedef struct ChModule {
+	Module *m;
+	const TargetOptions *o;
+	const ChimeraConfig *cfg;
+	Arena *a;                /* the module's arena (strings) */
+	ChKernel *k; int nk;
+	ChVal *vals; int nvals;  /* indexed by Value.id (NULL v: not an activation) */
+	uint64_t weights_bytes, ddr_bytes, ocm_peak, lrm_peak;
+	int nspills;
+	ChVal **spills;          /* in spill order */
+} ChModule;
+
+/* lower.c: kernel list (validation, ccl_kernel_info, liveness). */
+int ch_lower(ChModule *cm, Diag *d);
+/* lower.c: split, tiling and per-core counts (after ch_alloc). */
+void ch_tile(ChModule *cm);
+/* alloc.c: weights.bin offsets, OCM allocation, spills, DMA plan, arguments. */
+int ch_alloc(ChModule *cm, Diag *d);
+/* emit_cpp.c: module.cpp, weights.bin, schedule.json into dir. */
+int ch_emit(ChModule *cm, const char *dir, Diag *d);
+/* emit_cpp.c: the "config" object of schedule.json (also manifest "hardware"). */
+cJSON *ch_config_json(const ChimeraConfig *cfg);
+void ch_free(ChModule *cm);
+/* Element format label for comments: "Q27", "fp16", "f32", "i64", "i32". */
+const char *ch_fmt_label(const Value *v, char buf[16]);
+/* ccl::Fmt number of a value: 0..31, -1 F32, -2 FP16, -3 I32, -4 I64. */
+int ch_fmt(const Value *v);
 
 #endif

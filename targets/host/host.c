@@ -1,9 +1,625 @@
-/* host.c — host_compile: LLVM C API code generation → module.so.
- * (Placeholder until the code generator lands.) */
-#include "../target.h"
+/* host.c — host_compile: LLVM C API code generation → DIR/module.so.
+ *
+ * Steps: (1) kernel preparation (generators that repack weights rewrite their
+ * node's initializer inputs, e.g. MatMulNBits 4-bit → N-interleaved panels);
+ * (2) the buffer plan: graph inputs/outputs are the caller's io[] buffers,
+ * initializers live in weights.bin (64-byte aligned offsets, order of first
+ * use), every other value gets an offset in the workspace, assigned first-fit
+ * over the node order with liveness (a value's bytes are reused once its last
+ * reader has run; a node's outputs and scratch never overlap its inputs);
+ * (3) one internal function per node (hg_kernels.c table) and the exported
+ * `wl_module_run`, which fills an args array per node and calls the kernels
+ * in order, and `wl_module_abi`; (4) verify, LLVMRunPasses("default<O3>") for
+ * the TargetMachine of --cpu, --emit llvm-ir → module.ll, object emission,
+ * `cc -shared` via posix_spawn; (5) manifest.json.
+ */
+#include <errno.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include "hostgen.h"
+
+extern char **environ;
+
+#define ALIGN64(x) (((x) + 63) & ~(uint64_t)63)
+
+enum { LOC_NONE, LOC_IO, LOC_WEIGHT, LOC_WORK };
+typedef struct Loc {
+	int kind;
+	int64_t index;      /* io slot */
+	uint64_t off, size; /* weights / workspace */
+} Loc;
+
+typedef struct Block { uint64_t off, size; int id; } Block;
+
+typedef struct Plan {
+	Loc *loc;           /* by Value.id */
+	int nvals;
+	uint64_t work_bytes, weight_bytes;
+	Value **winits; int nwinits, capw;   /* initializers in weights.bin order */
+	Block *live; int nlive, caplive;
+	uint64_t *scratch_off; /* by node index */
+} Plan;
+
+static const char *model_name(const TargetOptions *o) { return o->model_path ? o->model_path : "model"; }
+
+static uint64_t first_fit(Plan *p, uint64_t size)
+{
+	uint64_t best = 0;
+	for (;;) {
+		bool moved = false;
+		for (int i = 0; i < p->nlive; i++) {
+			Block *b = &p->live[i];
+			if (best < b->off + b->size && b->off < best + size) {
+				best = ALIGN64(b->off + b->size);
+				moved = true;
+			}
+		}
+		if (!moved)
+			return best;
+	}
+}
+
+static void live_add(Plan *p, uint64_t off, uint64_t size, int id)
+{
+	if (p->nlive == p->caplive) {
+		p->caplive = p->caplive ? 2 * p->caplive : 16;
+		p->live = realloc(p->live, (size_t)p->caplive * sizeof *p->live);
+	}
+	p->live[p->nlive++] = (Block){off, size, id};
+	if (off + size > p->work_bytes)
+		p->work_bytes = ALIGN64(off + size);
+}
+
+static void live_remove(Plan *p, int id)
+{
+	for (int i = 0; i < p->nlive; i++)
+		if (p->live[i].id == id) {
+			p->live[i] = p->live[--p->nlive];
+			return;
+		}
+}
+
+static uint64_t value_bytes(const Value *v)
+{
+	int64_t n = type_numel(&v->type);
+	return n < 0 ? 0 : dtype_nbytes(v->type.elem, n);
+}
+
+static int make_plan(HostGen *g, Plan *p, Diag *d)
+{
+	Module *m = g->m;
+	Graph *gr = m->graph;
+	p->nvals = m->next_value_id + 1;
+	p->loc = calloc((size_t)p->nvals, sizeof *p->loc);
+	int nnodes = 0;
+	FOR_NODES(gr, n) nnodes++;
+	p->scratch_off = calloc((size_t)nnodes + 1, sizeof *p->scratch_off);
+	/* io */
+	int slot = 0;
+	for (int i = 0; i < gr->ninputs; i++) {
+		Value *v = gr->inputs[i];
+		if (v->init)
+			continue;
+		p->loc[v->id] = (Loc){LOC_IO, slot++, 0, value_bytes(v)};
+	}
+	for (int i = 0; i < gr->noutputs; i++) {
+		Value *v = gr->outputs[i];
+		if (p->loc[v->id].kind == LOC_NONE && !v->init)
+			p->loc[v->id] = (Loc){LOC_IO, slot, 0, value_bytes(v)};
+		slot++;
+	}
+	/* last use (node index) per value */
+	int *last = calloc((size_t)p->nvals, sizeof *last);
+	int idx = 0;
+	FOR_NODES(gr, n) {
+		for (int i = 0; i < n->ninputs; i++)
+			if (n->inputs[i])
+				last[n->inputs[i]->id] = idx;
+		for (int i = 0; i < n->noutputs; i++)
+			if (n->outputs[i] && last[n->outputs[i]->id] < idx)
+				last[n->outputs[i]->id] = idx;
+		idx++;
+	}
+	idx = 0;
+	int rc = WL_OK;
+	FOR_NODES(gr, n) {
+		for (int i = 0; i < n->ninputs; i++) {
+			Value *v = n->inputs[i];
+			if (!v || !v->init || p->loc[v->id].kind != LOC_NONE)
+				continue;
+			const Tensor *t = v->init;
+			p->loc[v->id] = (Loc){LOC_WEIGHT, 0, p->weight_bytes, t->nbytes};
+			p->weight_bytes = ALIGN64(p->weight_bytes + t->nbytes);
+			VEC_PUSH(m->arena, p->winits, p->nwinits, p->capw, v);
+		}
+		for (int i = 0; i < n->noutputs; i++) {
+			Value *v = n->outputs[i];
+			if (!v || p->loc[v->id].kind != LOC_NONE)
+				continue;
+			int64_t dims[8];
+			if (hg_dims(g, n, v, dims, d) < 0) {
+				rc = WL_ERR;
+				goto out;
+			}
+			uint64_t sz = ALIGN64(value_bytes(v));
+			uint64_t off = first_fit(p, sz ? sz : 64);
+			p->loc[v->id] = (Loc){LOC_WORK, 0, off, value_bytes(v)};
+			live_add(p, off, sz ? sz : 64, v->id);
+		}
+		const HgKernel *k = hg_kernel_find(n);
+		uint64_t sc = k && k->scratch ? k->scratch(g, n) : 0;
+		if (sc) {
+			uint64_t off = first_fit(p, ALIGN64(sc));
+			p->scratch_off[idx] = off;
+			live_add(p, off, ALIGN64(sc), -1);
+			live_remove(p, -1);
+		}
+		/* free what dies here */
+		for (int i = 0; i < n->ninputs; i++) {
+			Value *v = n->inputs[i];
+			if (v && p->loc[v->id].kind == LOC_WORK && last[v->id] == idx)
+				live_remove(p, v->id);
+		}
+		for (int i = 0; i < n->noutputs; i++) {
+			Value *v = n->outputs[i];
+			if (v && p->loc[v->id].kind == LOC_WORK && last[v->id] == idx)
+				live_remove(p, v->id);
+		}
+		idx++;
+	}
+	/* graph outputs that are initializers are copied out of weights.bin */
+	for (int i = 0; i < gr->noutputs && rc == WL_OK; i++) {
+		Value *v = gr->outputs[i];
+		if (!v->init || p->loc[v->id].kind != LOC_NONE)
+			continue;
+		p->loc[v->id] = (Loc){LOC_WEIGHT, 0, p->weight_bytes, v->init->nbytes};
+		p->weight_bytes = ALIGN64(p->weight_bytes + v->init->nbytes);
+		VEC_PUSH(m->arena, p->winits, p->nwinits, p->capw, v);
+	}
+out:
+	free(last);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- codegen */
+
+static void init_types(HostGen *g)
+{
+	LLVMContextRef c = g->ctx;
+	g->t_void = LLVMVoidTypeInContext(c);
+	g->t_i1 = LLVMInt1TypeInContext(c);
+	g->t_i8 = LLVMInt8TypeInContext(c);
+	g->t_i16 = LLVMInt16TypeInContext(c);
+	g->t_i32 = LLVMInt32TypeInContext(c);
+	g->t_i64 = LLVMInt64TypeInContext(c);
+	g->t_f32 = LLVMFloatTypeInContext(c);
+	g->t_f16 = LLVMHalfTypeInContext(c);
+	g->t_ptr = LLVMPointerTypeInContext(c, 0);
+	g->t_vf = LLVMVectorType(g->t_f32, (unsigned)g->vw);
+	g->t_vi32 = LLVMVectorType(g->t_i32, (unsigned)g->vw);
+	LLVMTypeRef kp[2] = {g->t_ptr, g->t_ptr};
+	g->t_kernel = LLVMFunctionType(g->t_void, kp, 2, 0);
+	LLVMTypeRef bp[3] = {g->t_ptr, g->t_i64, g->t_i64};
+	g->t_body = LLVMFunctionType(g->t_void, bp, 3, 0);
+	LLVMTypeRef ap[3] = {g->t_ptr, g->t_i32, g->t_ptr};
+	g->t_api = LLVMStructTypeInContext(c, ap, 3, 0);
+}
+
+static void set_fn_attrs(HostGen *g, LLVMValueRef fn)
+{
+	const char *kv[][2] = {{"min-legal-vector-width", g->avx512 ? "512" : "256"},
+	                       {"prefer-vector-width", g->avx512 ? "512" : "256"},
+	                       {"no-trapping-math", "true"}};
+	for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+		LLVMAttributeRef a = LLVMCreateStringAttribute(g->ctx, kv[i][0], (unsigned)strlen(kv[i][0]), kv[i][1],
+		                                               (unsigned)strlen(kv[i][1]));
+		LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, a);
+	}
+	unsigned nu = LLVMGetEnumAttributeKindForName("nounwind", 8);
+	LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, nu, 0));
+}
+
+static LLVMValueRef value_ptr(HostGen *g, Plan *p, const Value *v, LLVMValueRef io, LLVMValueRef w, LLVMValueRef ws)
+{
+	const Loc *l = &p->loc[v->id];
+	switch (l->kind) {
+	case LOC_IO: {
+		LLVMValueRef q = LLVMBuildLoad2(g->b, g->t_ptr, hg_gep(g, g->t_ptr, io, hg_i64(g, l->index)), "io");
+		LLVMSetAlignment(q, 8);
+		return q;
+	}
+	case LOC_WEIGHT: return hg_gep(g, g->t_i8, w, hg_i64(g, (int64_t)l->off));
+	case LOC_WORK: return hg_gep(g, g->t_i8, ws, hg_i64(g, (int64_t)l->off));
+	default: WL_UNREACHABLE();
+	}
+}
+
+static void sanitize(char *s)
+{
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+			*s = '_';
+}
+
+/* fills args for node n (index idx) and calls its kernel */
+static void emit_call(HostGen *g, Plan *p, const Node *n, int idx, LLVMValueRef fn, LLVMValueRef api, LLVMValueRef io,
+                      LLVMValueRef w, LLVMValueRef ws, LLVMValueRef args)
+{
+	const HgKernel *k = hg_kernel_find(n);
+	int a = 0;
+	for (int i = 0; i < n->ninputs; i++, a++) {
+		LLVMValueRef v = n->inputs[i] ? value_ptr(g, p, n->inputs[i], io, w, ws) : LLVMConstNull(g->t_ptr);
+		LLVMSetAlignment(LLVMBuildStore(g->b, v, hg_gep(g, g->t_ptr, args, hg_i64(g, a))), 8);
+	}
+	for (int i = 0; i < n->noutputs; i++, a++) {
+		LLVMValueRef v = n->outputs[i] ? value_ptr(g, p, n->outputs[i], io, w, ws) : LLVMConstNull(g->t_ptr);
+		LLVMSetAlignment(LLVMBuildStore(g->b, v, hg_gep(g, g->t_ptr, args, hg_i64(g, a))), 8);
+	}
+	if (k->scratch && k->scratch(g, n)) {
+		LLVMValueRef v = hg_gep(g, g->t_i8, ws, hg_i64(g, (int64_t)p->scratch_off[idx]));
+		LLVMSetAlignment(LLVMBuildStore(g->b, v, hg_gep(g, g->t_ptr, args, hg_i64(g, a))), 8);
+	}
+	LLVMValueRef ca[2] = {api, args};
+	LLVMBuildCall2(g->b, g->t_kernel, fn, ca, 2, "");
+}
+
+/* Per-kernel entry points for WLOWER_PROFILE=1 (runtime/wlower_rt.c):
+ *   int32_t wl_module_kernel_count(void);
+ *   const char *wl_module_kernel_name(int32_t i);    "NODE (OpType)", NULL out of range
+ *   void wl_module_run_kernel(api, int32_t i, io, weights, workspace);
+ * Calling run_kernel for i = 0..count-1 equals one wl_module_run (graph
+ * outputs that need a copy are copied by the last call). */
+static void gen_profile(HostGen *g, Plan *p, LLVMValueRef *fns, int nn, int maxargs, LLVMValueRef copy_fn)
+{
+	Graph *gr = g->m->graph;
+	LLVMValueRef cnt = LLVMAddFunction(g->mod, "wl_module_kernel_count", LLVMFunctionType(g->t_i32, NULL, 0, 0));
+	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, cnt, "entry"));
+	LLVMBuildRet(g->b, hg_i32(g, nn));
+
+	/* names: a constant array of string pointers */
+	LLVMValueRef *strs = calloc((size_t)nn + 1, sizeof *strs);
+	int idx = 0;
+	FOR_NODES(gr, n) {
+		char buf[512];
+		snprintf(buf, sizeof buf, "%s (%s)", n->name && *n->name ? n->name : "(unnamed)", n->op_type);
+		LLVMValueRef init = LLVMConstStringInContext(g->ctx, buf, (unsigned)strlen(buf), 0);
+		LLVMValueRef gv = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "kname");
+		LLVMSetInitializer(gv, init);
+		LLVMSetGlobalConstant(gv, 1);
+		LLVMSetLinkage(gv, LLVMPrivateLinkage);
+		LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+		strs[idx++] = gv;
+	}
+	LLVMTypeRef at = LLVMArrayType2(g->t_ptr, (uint64_t)nn);
+	LLVMValueRef arr = LLVMAddGlobal(g->mod, at, "knames");
+	LLVMSetInitializer(arr, LLVMConstArray2(g->t_ptr, strs, (uint64_t)nn));
+	LLVMSetGlobalConstant(arr, 1);
+	LLVMSetLinkage(arr, LLVMPrivateLinkage);
+	free(strs);
+	LLVMValueRef nm = LLVMAddFunction(g->mod, "wl_module_kernel_name", LLVMFunctionType(g->t_ptr, &g->t_i32, 1, 0));
+	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, nm, "entry"));
+	{
+		LLVMValueRef i = LLVMGetParam(nm, 0);
+		LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->ctx, nm, "in"),
+		                  no = LLVMAppendBasicBlockInContext(g->ctx, nm, "out");
+		LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntULT, i, hg_i32(g, nn), ""), yes, no);
+		LLVMPositionBuilderAtEnd(g->b, yes);
+		LLVMValueRef ix[2] = {hg_i64(g, 0), LLVMBuildZExt(g->b, i, g->t_i64, "")};
+		LLVMValueRef e = LLVMBuildInBoundsGEP2(g->b, at, arr, ix, 2, "");
+		LLVMBuildRet(g->b, LLVMBuildLoad2(g->b, g->t_ptr, e, ""));
+		LLVMPositionBuilderAtEnd(g->b, no);
+		LLVMBuildRet(g->b, LLVMConstNull(g->t_ptr));
+	}
+
+	LLVMTypeRef rp[5] = {g->t_ptr, g->t_i32, g->t_ptr, g->t_ptr, g->t_ptr};
+	LLVMValueRef rk = LLVMAddFunction(g->mod, "wl_module_run_kernel", LLVMFunctionType(g->t_void, rp, 5, 0));
+	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, rk, "entry");
+	LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->ctx, rk, "done");
+	LLVMPositionBuilderAtEnd(g->b, entry);
+	LLVMValueRef api = LLVMGetParam(rk, 0), io = LLVMGetParam(rk, 2), w = LLVMGetParam(rk, 3), ws = LLVMGetParam(rk, 4);
+	LLVMValueRef args = hg_alloca(g, g->t_ptr, maxargs, 8, "args");
+	LLVMValueRef sw = LLVMBuildSwitch(g->b, LLVMGetParam(rk, 1), done, (unsigned)nn);
+	idx = 0;
+	FOR_NODES(gr, n) {
+		LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(g->ctx, rk, "k");
+		LLVMAddCase(sw, hg_i32(g, idx), bb);
+		LLVMPositionBuilderAtEnd(g->b, bb);
+		emit_call(g, p, n, idx, fns[idx], api, io, w, ws, args);
+		if (idx == nn - 1 && copy_fn) {
+			LLVMValueRef ca[4] = {api, io, w, ws};
+			LLVMBuildCall2(g->b, LLVMGlobalGetValueType(copy_fn), copy_fn, ca, 4, "");
+		}
+		LLVMBuildBr(g->b, done);
+		idx++;
+	}
+	LLVMPositionBuilderAtEnd(g->b, done);
+	LLVMBuildRetVoid(g->b);
+}
+
+static int gen_module(HostGen *g, Plan *p, Diag *d)
+{
+	Graph *gr = g->m->graph;
+	/* kernels */
+	int nn = 0;
+	FOR_NODES(gr, n) nn++;
+	LLVMValueRef *fns = calloc((size_t)nn + 1, sizeof *fns);
+	int idx = 0, maxargs = 1;
+	FOR_NODES(gr, n) {
+		const HgKernel *k = hg_kernel_find(n);
+		if (!k) {
+			free(fns);
+			return diag_fail(d, "%s: node '%s': op '%s%s%s' has no host kernel (--target host)",
+			                 model_name(g->opt), n->name, n->domain && *n->domain ? n->domain : "",
+			                 n->domain && *n->domain ? "." : "", n->op_type);
+		}
+		char name[160];
+		snprintf(name, sizeof name, "k%d_%s", idx, n->op_type);
+		sanitize(name);
+		LLVMValueRef fn = LLVMAddFunction(g->mod, name, g->t_kernel);
+		LLVMSetLinkage(fn, LLVMInternalLinkage);
+		set_fn_attrs(g, fn);
+		/* one function per kernel also after O3 (profiling, lit tests) */
+		LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+		                        LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("noinline", 8), 0));
+		LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
+		if (k->emit(g, n, fn, d) != WL_OK) {
+			free(fns);
+			return WL_ERR;
+		}
+		LLVMBuildRetVoid(g->b);
+		fns[idx++] = fn;
+		int na = n->ninputs + n->noutputs + 1;
+		if (na > maxargs)
+			maxargs = na;
+	}
+	/* set attributes on outlined bodies too */
+	for (LLVMValueRef f = LLVMGetFirstFunction(g->mod); f; f = LLVMGetNextFunction(f))
+		if (!LLVMIsDeclaration(f) && LLVMGetLinkage(f) == LLVMInternalLinkage &&
+		    LLVMGetTypeKind(LLVMGlobalGetValueType(f)) == LLVMFunctionTypeKind &&
+		    LLVMGlobalGetValueType(f) == g->t_body)
+			set_fn_attrs(g, f);
+
+	/* int32_t wl_module_abi(void) */
+	LLVMValueRef abi = LLVMAddFunction(g->mod, "wl_module_abi", LLVMFunctionType(g->t_i32, NULL, 0, 0));
+	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, abi, "entry"));
+	LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_ABI));
+
+	/* void wl_module_run(api, io, weights, workspace) */
+	LLVMTypeRef rp[4] = {g->t_ptr, g->t_ptr, g->t_ptr, g->t_ptr};
+	LLVMValueRef run = LLVMAddFunction(g->mod, "wl_module_run", LLVMFunctionType(g->t_void, rp, 4, 0));
+	set_fn_attrs(g, run);
+	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, run, "entry"));
+	LLVMValueRef api = LLVMGetParam(run, 0), io = LLVMGetParam(run, 1), w = LLVMGetParam(run, 2),
+	             ws = LLVMGetParam(run, 3);
+	LLVMValueRef args = hg_alloca(g, g->t_ptr, maxargs, 8, "args");
+	idx = 0;
+	FOR_NODES(gr, n) {
+		emit_call(g, p, n, idx, fns[idx], api, io, w, ws, args);
+		idx++;
+	}
+	/* graph outputs not written by a node into their own io slot: copied by
+	 * an internal function (also called by the profiling entry point) */
+	int nin = 0;
+	for (int i = 0; i < gr->ninputs; i++)
+		if (!gr->inputs[i]->init)
+			nin++;
+	LLVMValueRef copy_fn = NULL;
+	for (int i = 0; i < gr->noutputs; i++) {
+		Value *v = gr->outputs[i];
+		Loc *l = &p->loc[v->id];
+		if (l->kind == LOC_IO && l->index == nin + i)
+			continue;
+		LLVMBasicBlockRef at = LLVMGetInsertBlock(g->b);
+		if (!copy_fn) {
+			copy_fn = LLVMAddFunction(g->mod, "copy_outputs", LLVMFunctionType(g->t_void, rp, 4, 0));
+			LLVMSetLinkage(copy_fn, LLVMInternalLinkage);
+			LLVMAppendBasicBlockInContext(g->ctx, copy_fn, "entry");
+		}
+		LLVMPositionBuilderAtEnd(g->b, LLVMGetEntryBasicBlock(copy_fn));
+		LLVMValueRef cio = LLVMGetParam(copy_fn, 1), cw = LLVMGetParam(copy_fn, 2), cws = LLVMGetParam(copy_fn, 3);
+		LLVMValueRef dst = LLVMBuildLoad2(g->b, g->t_ptr, hg_gep(g, g->t_ptr, cio, hg_i64(g, nin + i)), "out");
+		LLVMValueRef src = value_ptr(g, p, v, cio, cw, cws);
+		LLVMBuildMemCpy(g->b, dst, 1, src, 1, hg_i64(g, (int64_t)value_bytes(v)));
+		LLVMPositionBuilderAtEnd(g->b, at);
+	}
+	if (copy_fn) {
+		LLVMValueRef ca[4] = {api, io, w, ws};
+		LLVMBuildCall2(g->b, LLVMGlobalGetValueType(copy_fn), copy_fn, ca, 4, "");
+		LLVMBasicBlockRef at = LLVMGetInsertBlock(g->b);
+		LLVMPositionBuilderAtEnd(g->b, LLVMGetEntryBasicBlock(copy_fn));
+		LLVMBuildRetVoid(g->b);
+		LLVMPositionBuilderAtEnd(g->b, at);
+	}
+	LLVMBuildRetVoid(g->b);
+	gen_profile(g, p, fns, nn, maxargs, copy_fn);
+	free(fns);
+	return WL_OK;
+}
+
+/* ---------------------------------------------------------------- files */
+
+static int write_weights(Plan *p, const char *dir, Diag *d)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/weights.bin", dir);
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return diag_fail(d, "%s: %s", path, strerror(errno));
+	static const char zero[64];
+	uint64_t pos = 0;
+	for (int i = 0; i < p->nwinits; i++) {
+		Value *v = p->winits[i];
+		const Loc *l = &p->loc[v->id];
+		if (l->off > pos)
+			fwrite(zero, 1, l->off - pos, f);
+		pos = l->off;
+		if (v->init->nbytes && fwrite(v->init->data, 1, v->init->nbytes, f) != v->init->nbytes)
+			break;
+		pos += v->init->nbytes;
+	}
+	if (p->weight_bytes > pos)
+		fwrite(zero, 1, p->weight_bytes - pos, f);
+	if (ferror(f) | (fclose(f) != 0))
+		return diag_fail(d, "%s: write failed", path);
+	return WL_OK;
+}
+
+static int run_cc(const char *so, const char *obj, Diag *d)
+{
+	char *argv[] = {"cc", "-shared", "-o", (char *)so, (char *)obj, NULL};
+	pid_t pid;
+	int e = posix_spawnp(&pid, "cc", NULL, NULL, argv, environ);
+	if (e)
+		return diag_fail(d, "%s: cannot run cc: %s", so, strerror(e));
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return diag_fail(d, "%s: waitpid: %s", so, strerror(errno));
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return diag_fail(d, "%s: 'cc -shared -o %s %s' failed", so, so, obj);
+	return WL_OK;
+}
+
+static bool cpu_has_avx512(const char *cpu, const char *features)
+{
+	if (features && strstr(features, "+avx512f"))
+		return true;
+	if (features && *features)
+		return false;
+	static const char *names[] = {"x86-64-v4", "skylake-avx512", "cascadelake", "cooperlake", "cannonlake",
+	                              "icelake-client", "icelake-server", "tigerlake", "rocketlake",
+	                              "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d",
+	                              "znver4", "znver5", "knl", "knm", NULL};
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(cpu, names[i]))
+			return true;
+	return false;
+}
 
 int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 {
-	(void)m; (void)dir;
-	return diag_fail(d, "%s: --target host: the host back end is not built yet", o->model_path);
+	LLVMInitializeX86TargetInfo();
+	LLVMInitializeX86Target();
+	LLVMInitializeX86TargetMC();
+	LLVMInitializeX86AsmPrinter();
+
+	const char *cpu_opt = o->host.cpu ? o->host.cpu : "native";
+	char *cpu, *features;
+	if (!strcmp(cpu_opt, "native")) {
+		cpu = LLVMGetHostCPUName();
+		features = LLVMGetHostCPUFeatures();
+	} else {
+		cpu = LLVMCreateMessage(cpu_opt);
+		features = LLVMCreateMessage("");
+	}
+	char *triple = LLVMGetDefaultTargetTriple();
+	char *err = NULL;
+	LLVMTargetRef target;
+	int rc = WL_ERR;
+	HostGen g = {0};
+	Plan plan = {0};
+	Manifest *mf = NULL;
+	if (LLVMGetTargetFromTriple(triple, &target, &err)) {
+		diag_fail(d, "%s: --target host: %s", model_name(o), err);
+		LLVMDisposeMessage(err);
+		goto done;
+	}
+	g.tm = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive, LLVMRelocPIC,
+	                               LLVMCodeModelDefault);
+	g.ctx = LLVMContextCreate();
+	g.mod = LLVMModuleCreateWithNameInContext("wlower", g.ctx);
+	g.b = LLVMCreateBuilderInContext(g.ctx);
+	g.m = m;
+	g.opt = o;
+	g.avx512 = cpu_has_avx512(cpu, features);
+	g.vw = g.avx512 ? 16 : 8;
+	init_types(&g);
+	LLVMSetTarget(g.mod, triple);
+	LLVMTargetDataRef td = LLVMCreateTargetDataLayout(g.tm);
+	char *dl = LLVMCopyStringRepOfTargetData(td);
+	LLVMSetDataLayout(g.mod, dl);
+	LLVMDisposeMessage(dl);
+	LLVMDisposeTargetData(td);
+
+	FOR_NODES(m->graph, n) {
+		if (!strcmp(n->op_type, "MatMulNBits") && n->domain && !strcmp(n->domain, "ai.wlower") &&
+		    hg_prepare_matmul_nbits(&g, n, d) != WL_OK)
+			goto done;
+	}
+	if (make_plan(&g, &plan, d) != WL_OK || gen_module(&g, &plan, d) != WL_OK)
+		goto done;
+	if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &err)) {
+		if (getenv("WLOWER_HOST_DUMP"))
+			LLVMDumpModule(g.mod);
+		wl_die(__FILE__, __LINE__, "host codegen produced invalid LLVM IR: %s", err);
+	}
+	LLVMDisposeMessage(err);
+	err = NULL;
+	LLVMPassBuilderOptionsRef pbo = LLVMCreatePassBuilderOptions();
+	LLVMErrorRef pe = LLVMRunPasses(g.mod, "default<O3>", g.tm, pbo);
+	LLVMDisposePassBuilderOptions(pbo);
+	if (pe) {
+		char *msg = LLVMGetErrorMessage(pe);
+		diag_fail(d, "%s: LLVM optimization failed: %s", model_name(o), msg);
+		LLVMDisposeErrorMessage(msg);
+		goto done;
+	}
+	char path[4096], obj[4096];
+	if (o->host.emit_llvm_ir) {
+		snprintf(path, sizeof path, "%s/module.ll", dir);
+		if (LLVMPrintModuleToFile(g.mod, path, &err)) {
+			diag_fail(d, "%s: %s", path, err);
+			LLVMDisposeMessage(err);
+			goto done;
+		}
+	}
+	snprintf(obj, sizeof obj, "%s/module.o", dir);
+	if (LLVMTargetMachineEmitToFile(g.tm, g.mod, obj, LLVMObjectFile, &err)) {
+		diag_fail(d, "%s: %s", obj, err);
+		LLVMDisposeMessage(err);
+		goto done;
+	}
+	snprintf(path, sizeof path, "%s/module.so", dir);
+	int lr = run_cc(path, obj, d);
+	unlink(obj);
+	if (lr != WL_OK || write_weights(&plan, dir, d) != WL_OK)
+		goto done;
+
+	if (manifest_new(m, o, &mf, d) != WL_OK)
+		goto done;
+	cJSON *hw = manifest_hardware(mf), *pr = manifest_program(mf);
+	cJSON_AddStringToObject(hw, "cpu", cpu);
+	cJSON_AddStringToObject(hw, "features", features);
+	cJSON_AddNumberToObject(hw, "vector_bits", g.vw * 32);
+	cJSON_AddNumberToObject(pr, "workspace_bytes", (double)plan.work_bytes);
+	cJSON_AddNumberToObject(pr, "abi", WL_MODULE_ABI);
+	cJSON_AddNumberToObject(pr, "threads", o->host.threads);
+	if (manifest_add_file(mf, dir, "module.so", d) != WL_OK || manifest_add_file(mf, dir, "weights.bin", d) != WL_OK ||
+	    (o->host.emit_llvm_ir && manifest_add_file(mf, dir, "module.ll", d) != WL_OK))
+		goto done;
+	rc = manifest_write(mf, dir, d);
+	mf = NULL;
+done:
+	manifest_free(mf);
+	free(plan.loc);
+	free(plan.live);
+	free(plan.scratch_off);
+	if (g.b)
+		LLVMDisposeBuilder(g.b);
+	if (g.mod)
+		LLVMDisposeModule(g.mod);
+	if (g.ctx)
+		LLVMContextDispose(g.ctx);
+	if (g.tm)
+		LLVMDisposeTargetMachine(g.tm);
+	LLVMDisposeMessage(cpu);
+	LLVMDisposeMessage(features);
+	LLVMDisposeMessage(triple);
+	return rc;
 }

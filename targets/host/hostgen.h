@@ -73,4 +73,138 @@ typedef struct HgKernel {
 /* hg_kernels.c: the one table; NULL if the op has no host kernel. */
 const HgKernel *hg_kernel_find(const Node *n);
 
+
+/* ---------------------------------------------------------------- hg_util.c
+ *
+ * Builder helpers shared by the kernel generators (owner: helper "hostgen";
+ * these declarations are stable). Every helper emits at the builder's current
+ * position (g->b). Integers are i64 unless stated; "vector" means g->t_vf
+ * (<vw x float>, vw = g->vw). Helpers that take a float "scalar or vector"
+ * infer the type from their operands.
+ *
+ * Per-chunk scratch inside parallel bodies: use hg_alloca inside the body
+ * function (thread stack; keep it well under 1 MB), or partition the kernel's
+ * scratch by the chunk's index range.
+ */
+
+/* constants */
+LLVMValueRef hg_i64(HostGen *g, int64_t v);
+LLVMValueRef hg_i32(HostGen *g, int32_t v);
+LLVMValueRef hg_f32(HostGen *g, float v);
+LLVMValueRef hg_vconst(HostGen *g, float v);            /* splat constant vector */
+LLVMValueRef hg_vsplat(HostGen *g, LLVMValueRef s);     /* f32 (or i32) scalar → vw lanes */
+
+/* kernel parameters: fn has type g->t_kernel (api, args) */
+LLVMValueRef hg_api(HostGen *g, LLVMValueRef fn);       /* param 0 */
+LLVMValueRef hg_arg(HostGen *g, LLVMValueRef fn, int i);/* load args[i] (ptr) */
+
+/* addressing and scalar memory: &p[i] / p[i] for element type ty (i: i64) */
+LLVMValueRef hg_gep(HostGen *g, LLVMTypeRef ty, LLVMValueRef p, LLVMValueRef i);
+LLVMValueRef hg_gepf(HostGen *g, LLVMValueRef p, LLVMValueRef i);      /* float* */
+LLVMValueRef hg_load(HostGen *g, LLVMTypeRef ty, LLVMValueRef p, LLVMValueRef i);
+void hg_store(HostGen *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef i); /* element type = type of v */
+/* alloca in the entry block of the current function: count elements of ty,
+ * align bytes (0 = natural). Safe to call inside loops. */
+LLVMValueRef hg_alloca(HostGen *g, LLVMTypeRef ty, int64_t count, unsigned align, const char *name);
+
+/* vectors of vw floats at &p[i] (p: float*, unaligned) */
+LLVMValueRef hg_vload(HostGen *g, LLVMValueRef p, LLVMValueRef i);
+void hg_vstore(HostGen *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef i);
+/* masked (tails): only lanes < n (i64, 0..vw) are read (others 0.0f) / written */
+LLVMValueRef hg_vload_n(HostGen *g, LLVMValueRef p, LLVMValueRef i, LLVMValueRef n);
+void hg_vstore_n(HostGen *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef i, LLVMValueRef n);
+LLVMValueRef hg_vbroadcast(HostGen *g, LLVMValueRef p, LLVMValueRef i); /* splat of p[i] (float) */
+LLVMValueRef hg_vreduce_add(HostGen *g, LLVMValueRef v);   /* sum of lanes (reassociated) */
+LLVMValueRef hg_vreduce_max(HostGen *g, LLVMValueRef v);   /* max of lanes */
+
+/* math on float scalars or vectors */
+LLVMValueRef hg_fma(HostGen *g, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c); /* a*b+c, llvm.fma */
+LLVMValueRef hg_fmax(HostGen *g, LLVMValueRef a, LLVMValueRef b);  /* llvm.maxnum */
+LLVMValueRef hg_fmin(HostGen *g, LLVMValueRef a, LLVMValueRef b);  /* llvm.minnum */
+LLVMValueRef hg_sqrt(HostGen *g, LLVMValueRef x);                  /* llvm.sqrt */
+LLVMValueRef hg_exp(HostGen *g, LLVMValueRef x);   /* inline polynomial (vectorizes), rel. err < 2e-7; exp(-inf) = 0, x < -88 → 0 */
+LLVMValueRef hg_erf(HostGen *g, LLVMValueRef x);   /* inline polynomial, abs. err < 2e-7 */
+LLVMValueRef hg_gelu(HostGen *g, LLVMValueRef x);  /* 0.5·x·(1+erf(x/√2)) */
+LLVMValueRef hg_silu(HostGen *g, LLVMValueRef x);  /* x / (1 + exp(-x)) */
+/* any overloaded intrinsic on one type: hg_intrinsic(g, "llvm.fabs", ty, args, 1) */
+LLVMValueRef hg_intrinsic(HostGen *g, const char *name, LLVMTypeRef ty, LLVMValueRef *args, int nargs);
+
+/* counted loop: for (iv = start; iv < end; iv += step), i64, step > 0.
+ *   HgLoop l; LLVMValueRef i = hg_loop_begin(g, &l, start, end, step, "i");
+ *   LLVMValueRef acc = hg_loop_carry(g, &l, init);   // loop-carried (phi)
+ *   ... body ...; hg_loop_next(g, &l, acc, new_acc);
+ *   hg_loop_end(g, &l);   // builder now after the loop; `acc` there holds the final value
+ * hg_loop_carry must be called right after hg_loop_begin (before nested loops
+ * or other blocks are started); hg_loop_next before hg_loop_end. */
+#define HG_MAX_CARRY 64
+typedef struct HgLoop {
+	LLVMBasicBlockRef pre, head, body, exit;
+	LLVMValueRef iv, step;
+	int ncarry;
+	LLVMValueRef carry[HG_MAX_CARRY], next[HG_MAX_CARRY];
+} HgLoop;
+LLVMValueRef hg_loop_begin(HostGen *g, HgLoop *l, LLVMValueRef start, LLVMValueRef end, int64_t step, const char *name);
+LLVMValueRef hg_loop_carry(HostGen *g, HgLoop *l, LLVMValueRef init);
+void hg_loop_next(HostGen *g, HgLoop *l, LLVMValueRef carry, LLVMValueRef next);
+void hg_loop_end(HostGen *g, HgLoop *l);
+
+/* if (cond) { then } [else { ... }]:
+ *   HgIf f; hg_if_begin(g, &f, cond); ...; hg_if_else(g, &f); ...; hg_if_end(g, &f); */
+typedef struct HgIf { LLVMBasicBlockRef then_bb, else_bb, end_bb; bool has_else; } HgIf;
+void hg_if_begin(HostGen *g, HgIf *f, LLVMValueRef cond);
+void hg_if_else(HostGen *g, HgIf *f);
+void hg_if_end(HostGen *g, HgIf *f);
+
+/* Parallel loop body outlined as a t_body function called through
+ * api->parallel_for(api->pool, n, body, ctx):
+ *   LLVMValueRef caps[] = {x, y, w};
+ *   HgPar p; hg_par_begin(g, &p, api, n, caps, 3, "attn");
+ *   // builder is now inside the body function: p.i0, p.i1 (i64) bound the chunk,
+ *   // p.cap[k] is caps[k] reloaded inside the body (use these, never the originals)
+ *   HgLoop l; LLVMValueRef i = hg_loop_begin(g, &l, p.i0, p.i1, 1, "t"); ... hg_loop_end(g, &l);
+ *   hg_par_end(g, &p);  // back in the caller, after the parallel_for call
+ * Captured values may be of any first-class type (pointers, i64, float...). */
+#define HG_MAX_CAP 32
+typedef struct HgPar {
+	LLVMValueRef fn;                 /* the outlined body (internal) */
+	LLVMValueRef i0, i1;
+	LLVMValueRef cap[HG_MAX_CAP];
+	int ncap;
+	/* private */
+	LLVMBasicBlockRef caller_bb;
+	LLVMValueRef api, n, ctx;
+} HgPar;
+void hg_par_begin(HostGen *g, HgPar *p, LLVMValueRef api, LLVMValueRef n, LLVMValueRef *caps, int ncap, const char *name);
+void hg_par_end(HostGen *g, HgPar *p);
+
+/* Static shapes of graph values (WL_ERR + Diag naming node and tensor if a
+ * dim is symbolic/unknown). hg_dims fills up to 8 dims, returns the rank. */
+int hg_dims(HostGen *g, const Node *n, const Value *v, int64_t dims[8], Diag *d);
+int64_t hg_numel(const Value *v);                     /* -1 if not static */
+
+/* Kernel generators of the other files (hg_kernels.c holds the table). */
+int hg_emit_whisper_attention(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+int hg_emit_gqa(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+int hg_emit_conv_stem(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+int hg_emit_logmel(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+uint64_t hg_scratch_whisper_attention(HostGen *g, const Node *n);
+uint64_t hg_scratch_gqa(HostGen *g, const Node *n);
+uint64_t hg_scratch_conv_stem(HostGen *g, const Node *n);
+uint64_t hg_scratch_logmel(HostGen *g, const Node *n);
+
+/* kgen_matmul.c / kgen_elementwise.c / kgen_norm.c (helper "hostgen") */
+/* Called by host.c for every ai.wlower.MatMulNBits node before the buffer
+ * plan: replaces the node's weight inputs with repacked initializers
+ * (bits 4: N-interleaved 4-bit panels, scales and -zp·scale per panel column,
+ * padded bias) and marks the node (attribute "host_packed"). */
+int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d);
+int hg_emit_matmul_nbits(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+uint64_t hg_scratch_matmul_nbits(HostGen *g, const Node *n);
+int hg_emit_binary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);   /* Add, Mul */
+int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);    /* Gelu, SiLU, Cast */
+int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+int hg_emit_argmax(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+int hg_emit_layernorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+int hg_emit_rmsnorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+
 #endif

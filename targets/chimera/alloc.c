@@ -1,0 +1,304 @@
+/* alloc.c — memory plan of the Chimera module: weights.bin layout, OCM
+ * buffers by liveness, the DDR arena, the DMA transfers, and the argument
+ * expressions of every kernel call.
+ *
+ * Homes. A module input or output lives in the DDR arena (ccl::IO.mem =
+ * MEM_DDR; the runner reads inputs there and writes outputs from there).
+ * Every other activation lives in OCM from its producing kernel to its last
+ * reader, unless it does not fit: then it is spilled, i.e. lives in the DDR
+ * arena (a note on stderr, "spills" in schedule.json). Constants are blobs
+ * of weights.bin (kernels.c packs them), each 64-byte aligned, in kernel
+ * order then blob order.
+ *
+ * Allocation is first-fit over the OCM address space, walking the kernels
+ * in order (64-byte aligned blocks). For kernel i, in this order:
+ *   1. its weight blobs are staged DDR→OCM just before the call and freed
+ *      after it (a blob that does not fit is read in place from weights.bin;
+ *      so is a Gather's table, of which only the gathered rows are read);
+ *   2. each input homed in DDR (module input, spilled value) is filled
+ *      DDR→OCM into a buffer freed after the call (or read in place); a
+ *      module input read by later kernels too is filled once into a block
+ *      kept until its last reader, when that fits;
+ *   3. each output: a module output is written to an OCM staging buffer and
+ *      copied OCM→DDR after the call (or written in place in DDR); any other
+ *      output gets its OCM block for its whole lifetime, or is spilled and
+ *      written in place in DDR (its readers fill it back, step 2);
+ *   4. its scratch (kernels.c scratch_bytes), freed after the call; DDR if it
+ *      does not fit;
+ * then the blocks of values whose last reader is i are freed. The DDR arena
+ * is a bump allocator (module IO first, in graph input/output order, then
+ * spills and scratch). ocm_peak is the highest OCM address in use.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "chimera.h"
+
+#define ALIGN 64u
+
+static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+typedef struct Block { uint64_t off, size; } Block;
+
+typedef struct Ocm {
+	Block *b; int n, cap;   /* allocated blocks, sorted by off */
+	uint64_t limit, peak;
+} Ocm;
+
+/* First fit; returns false if no gap is large enough. */
+static bool ocm_alloc(Ocm *o, uint64_t bytes, uint64_t *off)
+{
+	uint64_t size = align_up(bytes ? bytes : 1), at = 0;
+	int pos = 0;
+	for (; pos < o->n; pos++) {
+		if (o->b[pos].off >= at + size)
+			break;
+		at = align_up(o->b[pos].off + o->b[pos].size);
+	}
+	if (at + size > o->limit)
+		return false;
+	if (o->n == o->cap) {
+		o->cap = o->cap ? 2 * o->cap : 64;
+		o->b = realloc(o->b, (size_t)o->cap * sizeof *o->b);
+	}
+	memmove(&o->b[pos + 1], &o->b[pos], (size_t)(o->n - pos) * sizeof *o->b);
+	o->b[pos] = (Block){at, size};
+	o->n++;
+	if (at + size > o->peak)
+		o->peak = at + size;
+	*off = at;
+	return true;
+}
+
+static void ocm_free(Ocm *o, uint64_t off)
+{
+	for (int i = 0; i < o->n; i++)
+		if (o->b[i].off == off) {
+			memmove(&o->b[i], &o->b[i + 1], (size_t)(o->n - i - 1) * sizeof *o->b);
+			o->n--;
+			return;
+		}
+	WL_UNREACHABLE();
+}
+
+static uint64_t ddr_alloc(ChModule *cm, uint64_t bytes)
+{
+	uint64_t off = cm->ddr_bytes;
+	cm->ddr_bytes = align_up(off + (bytes ? bytes : 1));
+	return off;
+}
+
+static const char *mem_expr(ChModule *cm, int mem, uint64_t off, bool is_const)
+{
+	const char *base = mem == CH_MEM_OCM ? "c.ocm" : mem == CH_MEM_DDR ? "c.ddr" : "c.w";
+	(void)is_const;
+	return arena_printf(cm->a, "%s + %llu", base, (unsigned long long)off);
+}
+
+static void add_buf(ChKernel *k, const char *value, const char *role, int mem, uint64_t off, uint64_t bytes)
+{
+	WL_ASSERT(k->nbuf < CH_MAX_BUFS);
+	k->buf[k->nbuf++] = (ChBuf){value, role, mem, off, bytes};
+}
+
+static void add_dma(ChKernel *k, int dir, int src_mem, uint64_t src_off, int dst_mem, uint64_t dst_off,
+                    uint64_t bytes, const char *what)
+{
+	WL_ASSERT(k->ndma < CH_MAX_DMA);
+	k->dma[k->ndma++] = (ChDma){dir, src_mem, dst_mem, src_off, dst_off, bytes, what};
+}
+
+static void human(uint64_t b, char *buf, size_t n)
+{
+	if (b >= (1u << 20) && b % (1u << 20) == 0)
+		snprintf(buf, n, "%llu MB", (unsigned long long)(b >> 20));
+	else if (b >= (1u << 20))
+		snprintf(buf, n, "%.1f MB", b / 1048576.0);
+	else if (b >= 1024 && b % 1024 == 0)
+		snprintf(buf, n, "%llu KB", (unsigned long long)(b >> 10));
+	else if (b >= 1024)
+		snprintf(buf, n, "%.1f KB", b / 1024.0);
+	else
+		snprintf(buf, n, "%llu B", (unsigned long long)b);
+}
+
+int ch_alloc(ChModule *cm, Diag *d)
+{
+	(void)d;
+	Graph *g = cm->m->graph;
+	Ocm o = {.limit = cm->cfg->ocm_bytes};
+	cm->spills = calloc((size_t)cm->nvals + 1, sizeof *cm->spills);
+
+	/* module IO homes in DDR, in graph input then output order */
+	for (int i = 0; i < g->ninputs; i++) {
+		Value *v = g->inputs[i];
+		if (v->init)
+			continue;
+		ChVal *cv = &cm->vals[v->id];
+		cv->mem = CH_MEM_DDR;
+		cv->off = ddr_alloc(cm, cv->bytes);
+	}
+	for (int i = 0; i < g->noutputs; i++) {
+		ChVal *cv = &cm->vals[g->outputs[i]->id];
+		if (cv->io_in)
+			continue;
+		cv->mem = CH_MEM_DDR;
+		cv->off = ddr_alloc(cm, cv->bytes);
+	}
+
+	uint64_t local[64];
+	for (int i = 0; i < cm->nk; i++) {
+		ChKernel *k = &cm->k[i];
+		Node *n = k->n;
+		const char *nn = n->name && *n->name ? n->name : n->noutputs > 0 && n->outputs[0] ? n->outputs[0]->name : "?";
+		int nlocal = 0;
+
+		/* 1. weights */
+		for (int b = 0; b < k->ki.nblobs; b++) {
+			const CclBlob *bl = &k->ki.blobs[b];
+			uint64_t woff = cm->weights_bytes, off;
+			k->blob_woff[b] = woff;
+			cm->weights_bytes = align_up(woff + bl->len);
+			const char *role = bl->role ? bl->role : "blob";
+			bool dup = false;
+			for (int b2 = 0; b2 < k->ki.nblobs; b2++)
+				if (b2 != b && k->ki.blobs[b2].role && !strcmp(k->ki.blobs[b2].role, role))
+					dup = true;
+			const char *name = dup ? arena_printf(cm->a, "%s#%s.%d", nn, role, b)
+			                       : arena_printf(cm->a, "%s#%s", nn, role);
+			/* a table (Gather) is never staged: only the gathered rows are read */
+			bool gather = !strcmp(n->op_type, "Gather");
+			if (bl->len > 0 && !gather && ocm_alloc(&o, bl->len, &off)) {
+				WL_ASSERT(nlocal < 64);
+				local[nlocal++] = off;
+				add_dma(k, 0, CH_MEM_W, woff, CH_MEM_OCM, off, bl->len, "weights");
+				add_buf(k, name, "weight", CH_MEM_OCM, off, bl->len);
+				k->blob_expr[b] = mem_expr(cm, CH_MEM_OCM, off, true);
+			} else {
+				add_buf(k, name, "weight", CH_MEM_W, woff, bl->len);
+				k->blob_expr[b] = mem_expr(cm, CH_MEM_W, woff, true);
+				k->direct_ext_read += gather ? (uint64_t)type_numel(&n->outputs[0]->type) * 4u : bl->len;
+			}
+		}
+		/* 2. inputs */
+		for (int j = 0; j < n->ninputs; j++) {
+			Value *v = n->inputs[j];
+			k->in_expr[j] = NULL;
+			if (!v || v->init)
+				continue;
+			ChVal *cv = &cm->vals[v->id];
+			int prev = -1;
+			for (int p = 0; p < j; p++)
+				if (n->inputs[p] == v)
+					prev = p;
+			if (prev >= 0) {
+				k->in_expr[j] = k->in_expr[prev];
+				continue;
+			}
+			uint64_t off;
+			if (cv->mem == CH_MEM_OCM) {
+				add_buf(k, v->name, "in", CH_MEM_OCM, cv->off, cv->bytes);
+				k->in_expr[j] = mem_expr(cm, CH_MEM_OCM, cv->off, true);
+			} else if (cv->copy) {
+				add_buf(k, v->name, "in", CH_MEM_OCM, cv->copy_off, cv->bytes);
+				k->in_expr[j] = mem_expr(cm, CH_MEM_OCM, cv->copy_off, true);
+			} else if (cv->io_in && cv->last > i && ocm_alloc(&o, cv->bytes, &off)) {
+				/* a module input read by several kernels: one fill, kept to its last reader */
+				cv->copy = true;
+				cv->copy_off = off;
+				add_dma(k, 0, CH_MEM_DDR, cv->off, CH_MEM_OCM, off, cv->bytes, "activations");
+				add_buf(k, v->name, "in", CH_MEM_OCM, off, cv->bytes);
+				k->in_expr[j] = mem_expr(cm, CH_MEM_OCM, off, true);
+			} else if (ocm_alloc(&o, cv->bytes, &off)) {
+				WL_ASSERT(nlocal < 64);
+				local[nlocal++] = off;
+				add_dma(k, 0, CH_MEM_DDR, cv->off, CH_MEM_OCM, off, cv->bytes,
+				        cv->spilled ? "fill" : "activations");
+				add_buf(k, v->name, "in", CH_MEM_OCM, off, cv->bytes);
+				k->in_expr[j] = mem_expr(cm, CH_MEM_OCM, off, true);
+			} else {
+				add_buf(k, v->name, "in", CH_MEM_DDR, cv->off, cv->bytes);
+				k->in_expr[j] = mem_expr(cm, CH_MEM_DDR, cv->off, true);
+				k->direct_ext_read += cv->bytes;
+			}
+		}
+		/* 3. outputs */
+		for (int j = 0; j < n->noutputs; j++) {
+			Value *v = n->outputs[j];
+			k->out_expr[j] = NULL;
+			if (!v)
+				continue;
+			ChVal *cv = &cm->vals[v->id];
+			uint64_t off;
+			if (cv->io_out) {
+				if (ocm_alloc(&o, cv->bytes, &off)) {
+					WL_ASSERT(nlocal < 64);
+					local[nlocal++] = off;
+					add_dma(k, 1, CH_MEM_OCM, off, CH_MEM_DDR, cv->off, cv->bytes, "activations");
+					add_buf(k, v->name, "out", CH_MEM_OCM, off, cv->bytes);
+					k->out_expr[j] = mem_expr(cm, CH_MEM_OCM, off, false);
+				} else {
+					add_buf(k, v->name, "out", CH_MEM_DDR, cv->off, cv->bytes);
+					k->out_expr[j] = mem_expr(cm, CH_MEM_DDR, cv->off, false);
+					k->direct_ext_write += cv->bytes;
+				}
+			} else if (ocm_alloc(&o, cv->bytes, &off)) {
+				cv->mem = CH_MEM_OCM;
+				cv->off = off;
+				add_buf(k, v->name, "out", CH_MEM_OCM, off, cv->bytes);
+				k->out_expr[j] = mem_expr(cm, CH_MEM_OCM, off, false);
+			} else {
+				cv->mem = CH_MEM_DDR;
+				cv->spilled = true;
+				cv->off = ddr_alloc(cm, cv->bytes);
+				cm->spills[cm->nspills++] = cv;
+				char o1[32], o2[32];
+				human(cm->cfg->ocm_bytes, o1, sizeof o1);
+				human(cv->bytes, o2, sizeof o2);
+				fprintf(stderr, "wlower: note: OCM %s: value '%s' (%s) spilled to DDR\n", o1, v->name, o2);
+				add_buf(k, v->name, "out", CH_MEM_DDR, cv->off, cv->bytes);
+				k->out_expr[j] = mem_expr(cm, CH_MEM_DDR, cv->off, false);
+				k->direct_ext_write += cv->bytes;
+			}
+		}
+		/* 4. scratch */
+		k->scratch_expr = NULL;
+		if (k->ki.scratch_bytes > 0) {
+			uint64_t off;
+			const char *name = arena_printf(cm->a, "%s#scratch", nn);
+			if (ocm_alloc(&o, k->ki.scratch_bytes, &off)) {
+				WL_ASSERT(nlocal < 64);
+				local[nlocal++] = off;
+				add_buf(k, name, "scratch", CH_MEM_OCM, off, k->ki.scratch_bytes);
+				k->scratch_expr = mem_expr(cm, CH_MEM_OCM, off, false);
+			} else {
+				off = ddr_alloc(cm, k->ki.scratch_bytes);
+				add_buf(k, name, "scratch", CH_MEM_DDR, off, k->ki.scratch_bytes);
+				k->scratch_expr = mem_expr(cm, CH_MEM_DDR, off, false);
+				k->direct_ext_read += k->ki.scratch_bytes;
+				k->direct_ext_write += k->ki.scratch_bytes;
+			}
+		}
+		/* free */
+		for (int l = 0; l < nlocal; l++)
+			ocm_free(&o, local[l]);
+		for (int j = 0; j < n->ninputs + n->noutputs; j++) {
+			Value *v = j < n->ninputs ? n->inputs[j] : n->outputs[j - n->ninputs];
+			if (!v || v->init)
+				continue;
+			ChVal *cv = &cm->vals[v->id];
+			bool dup = false;
+			for (int p = 0; p < j; p++) {
+				Value *w = p < n->ninputs ? n->inputs[p] : n->outputs[p - n->ninputs];
+				if (w == v)
+					dup = true;
+			}
+			if (!dup && cv->last == i && cv->mem == CH_MEM_OCM && !cv->io_in && !cv->io_out)
+				ocm_free(&o, cv->off);
+			if (!dup && cv->last == i && cv->copy)
+				ocm_free(&o, cv->copy_off);
+		}
+	}
+	cm->ocm_peak = o.peak;
+	free(o.b);
+	return WL_OK;
+}

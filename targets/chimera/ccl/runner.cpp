@@ -1,0 +1,373 @@
+/* runner.cpp — the simulated binary's main (API.md, chimera brief "Runner"):
+ *
+ *   module_sim DIR --input NAME=F.npy ... --output-dir OUT --counters FILE.json [--progress]
+ *
+ * mmaps DIR/weights.bin (its size must equal weights_bytes), allocates OCM
+ * and DDR, reads each input .npy (dtype and shape must match; float32 inputs
+ * are quantized to the input's format: round half up, saturating), runs the
+ * kernels in order, writes each output as OUT/NAME.npy ('/' and ':' in names
+ * become '_'; fixed point → float32 v/2^F, binary16 → float32, ints as they
+ * are) and the counters JSON. Bad input: one line on stderr, exit 1. */
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "ccl.hpp"
+
+namespace {
+
+[[noreturn]] void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	std::fprintf(stderr, "module_sim: ");
+	std::vfprintf(stderr, fmt, ap);
+	std::fprintf(stderr, "\n");
+	va_end(ap);
+	std::exit(1);
+}
+
+struct Npy {
+	std::string descr;
+	std::vector<long long> shape;
+	std::vector<uint8_t> data;
+};
+
+bool read_file(const std::string &path, std::vector<uint8_t> &out)
+{
+	FILE *f = std::fopen(path.c_str(), "rb");
+	if (!f)
+		return false;
+	uint8_t buf[1 << 16];
+	size_t n;
+	while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+		out.insert(out.end(), buf, buf + n);
+	bool ok = !std::ferror(f);
+	std::fclose(f);
+	return ok;
+}
+
+/* Minimal .npy v1/v2/v3 reader: little-endian C-order arrays. */
+Npy npy_read(const std::string &path)
+{
+	std::vector<uint8_t> b;
+	if (!read_file(path, b))
+		die("%s: cannot read: %s", path.c_str(), std::strerror(errno));
+	if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0)
+		die("%s: not a .npy file", path.c_str());
+	size_t hl, ho;
+	if (b[6] == 1) {
+		hl = b[8] | (b[9] << 8);
+		ho = 10;
+	} else {
+		if (b.size() < 12)
+			die("%s: truncated header", path.c_str());
+		hl = b[8] | (b[9] << 8) | ((size_t)b[10] << 16) | ((size_t)b[11] << 24);
+		ho = 12;
+	}
+	if (ho + hl > b.size())
+		die("%s: truncated header", path.c_str());
+	std::string h((const char *)b.data() + ho, hl);
+	Npy n;
+	auto val = [&](const char *key) -> std::string {
+		size_t p = h.find(key);
+		if (p == std::string::npos)
+			die("%s: header has no %s", path.c_str(), key);
+		p = h.find(':', p);
+		if (p == std::string::npos)
+			die("%s: bad header", path.c_str());
+		return h.substr(p + 1);
+	};
+	std::string d = val("'descr'");
+	size_t q1 = d.find('\''), q2 = d.find('\'', q1 + 1);
+	if (q1 == std::string::npos || q2 == std::string::npos)
+		die("%s: bad descr", path.c_str());
+	n.descr = d.substr(q1 + 1, q2 - q1 - 1);
+	std::string fo = val("'fortran_order'");
+	if (fo.find("True") < fo.find(','))
+		die("%s: fortran_order arrays are not supported", path.c_str());
+	std::string s = val("'shape'");
+	size_t o = s.find('('), c = s.find(')');
+	if (o == std::string::npos || c == std::string::npos)
+		die("%s: bad shape", path.c_str());
+	std::string in = s.substr(o + 1, c - o - 1);
+	const char *p = in.c_str();
+	while (*p) {
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (!*p)
+			break;
+		char *e;
+		long long v = std::strtoll(p, &e, 10);
+		if (e == p)
+			die("%s: bad shape", path.c_str());
+		n.shape.push_back(v);
+		p = e;
+	}
+	n.data.assign(b.begin() + ho + hl, b.end());
+	return n;
+}
+
+void npy_write(const std::string &path, const char *descr, const long long *shape, int ndim, const void *data,
+               size_t bytes)
+{
+	std::string h = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (";
+	for (int i = 0; i < ndim; i++)
+		h += std::to_string(shape[i]) + (ndim == 1 || i + 1 < ndim ? ", " : "");
+	if (ndim == 1)
+		h.resize(h.size() - 1);
+	h += "), }";
+	size_t tot = 10 + h.size() + 1;
+	h.append((64 - tot % 64) % 64, ' ');
+	h += '\n';
+	std::string tmp = path + ".tmp";
+	FILE *f = std::fopen(tmp.c_str(), "wb");
+	if (!f)
+		die("%s: cannot write: %s", path.c_str(), std::strerror(errno));
+	unsigned char hdr[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(h.size() & 255),
+	                         (unsigned char)(h.size() >> 8)};
+	bool ok = std::fwrite(hdr, 1, 10, f) == 10 && std::fwrite(h.data(), 1, h.size(), f) == h.size() &&
+	          std::fwrite(data, 1, bytes, f) == bytes;
+	ok = (std::fclose(f) == 0) && ok;
+	if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0)
+		die("%s: cannot write: %s", path.c_str(), std::strerror(errno));
+}
+
+const char *npy_descr(const char *dtype)
+{
+	if (!std::strcmp(dtype, "float32"))
+		return "<f4";
+	if (!std::strcmp(dtype, "int64"))
+		return "<i8";
+	if (!std::strcmp(dtype, "int32"))
+		return "<i4";
+	if (!std::strcmp(dtype, "float16"))
+		return "<f2";
+	return nullptr;
+}
+
+long long io_numel(const ccl::IO &io)
+{
+	long long n = 1;
+	for (int i = 0; i < io.ndim; i++)
+		n *= io.shape[i];
+	return n;
+}
+
+uint8_t *io_ptr(ccl::Ctx &c, const ccl::IO &io)
+{
+	return (io.mem == ccl::MEM_OCM ? c.ocm : c.ddr) + io.off;
+}
+
+std::string safe_name(const char *n)
+{
+	std::string s(n);
+	for (char &ch : s)
+		if (ch == '/' || ch == ':')
+			ch = '_';
+	return s;
+}
+
+void json_str(FILE *f, const char *s)
+{
+	std::fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			std::fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			std::fprintf(f, "\\u%04x", *s);
+		else
+			std::fputc(*s, f);
+	}
+	std::fputc('"', f);
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	const ccl::Program &P = wl_program;
+	std::string dir, outdir, counters;
+	bool progress = false;
+	std::vector<std::pair<std::string, std::string>> inputs;
+	for (int i = 1; i < argc; i++) {
+		std::string a = argv[i];
+		auto next = [&]() -> std::string {
+			if (i + 1 >= argc)
+				die("%s needs an argument", a.c_str());
+			return argv[++i];
+		};
+		if (a == "--input") {
+			std::string v = next();
+			size_t eq = v.find('=');
+			if (eq == std::string::npos || eq == 0)
+				die("--input %s: expected NAME=FILE.npy", v.c_str());
+			inputs.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+		} else if (a == "--output-dir") {
+			outdir = next();
+		} else if (a == "--counters") {
+			counters = next();
+		} else if (a == "--progress") {
+			progress = true;
+		} else if (!a.empty() && a[0] == '-') {
+			die("unknown option %s", a.c_str());
+		} else if (dir.empty()) {
+			dir = a;
+		} else {
+			die("unexpected argument %s", a.c_str());
+		}
+	}
+	if (dir.empty() || outdir.empty())
+		die("usage: module_sim DIR --input NAME=F.npy ... --output-dir OUT [--counters F.json] [--progress]");
+
+	/* weights */
+	std::string wpath = dir + "/weights.bin";
+	const uint8_t *wmap = nullptr;
+	std::vector<uint8_t> wempty(64);
+	{
+		int fd = open(wpath.c_str(), O_RDONLY);
+		if (fd < 0)
+			die("%s: cannot open: %s", wpath.c_str(), std::strerror(errno));
+		struct stat st;
+		if (fstat(fd, &st) != 0)
+			die("%s: cannot stat", wpath.c_str());
+		if ((unsigned long long)st.st_size != P.weights_bytes)
+			die("%s: %lld bytes, the module expects %llu", wpath.c_str(), (long long)st.st_size, P.weights_bytes);
+		if (st.st_size > 0) {
+			void *m = mmap(nullptr, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+			if (m == MAP_FAILED)
+				die("%s: mmap failed: %s", wpath.c_str(), std::strerror(errno));
+			wmap = (const uint8_t *)m;
+		} else {
+			wmap = wempty.data();
+		}
+		close(fd);
+	}
+	ccl::Ctx c{};
+	std::vector<uint8_t> ocm((size_t)P.ocm_bytes + 64), ddr((size_t)P.ddr_bytes + 64);
+	c.ocm = ocm.data();
+	c.ddr = ddr.data();
+	c.w = wmap;
+
+	/* inputs */
+	unsigned long long in_bytes = 0, out_bytes = 0;
+	std::vector<bool> seen((size_t)P.ninputs);
+	for (auto &kv : inputs) {
+		int idx = -1;
+		for (int i = 0; i < P.ninputs; i++)
+			if (kv.first == P.inputs[i].name)
+				idx = i;
+		if (idx < 0)
+			die("--input %s: the module has no input named '%s'", kv.first.c_str(), kv.first.c_str());
+		if (seen[idx])
+			die("--input %s: given twice", kv.first.c_str());
+		seen[idx] = true;
+		const ccl::IO &io = P.inputs[idx];
+		Npy n = npy_read(kv.second);
+		const char *want = npy_descr(io.dtype);
+		if (!want || n.descr != want)
+			die("%s: input '%s': dtype %s, expected %s", kv.second.c_str(), io.name, n.descr.c_str(), io.dtype);
+		bool same = (int)n.shape.size() == io.ndim;
+		for (int i = 0; same && i < io.ndim; i++)
+			same = n.shape[i] == io.shape[i];
+		if (!same) {
+			std::string a, b;
+			for (auto d : n.shape)
+				a += (a.empty() ? "" : ",") + std::to_string(d);
+			for (int i = 0; i < io.ndim; i++)
+				b += (b.empty() ? "" : ",") + std::to_string(io.shape[i]);
+			die("%s: input '%s': shape [%s], expected [%s]", kv.second.c_str(), io.name, a.c_str(), b.c_str());
+		}
+		long long ne = io_numel(io);
+		size_t es = std::strcmp(io.dtype, "int64") == 0 ? 8 : std::strcmp(io.dtype, "float16") == 0 ? 2 : 4;
+		if (n.data.size() < (size_t)ne * es)
+			die("%s: input '%s': data truncated", kv.second.c_str(), io.name);
+		uint8_t *dst = io_ptr(c, io);
+		if (!std::strcmp(io.dtype, "float32")) {
+			const float *src = (const float *)n.data.data();
+			for (long long i = 0; i < ne; i++) {
+				float f;
+				std::memcpy(&f, src + i, 4);
+				if (ccl::isFixed(io.fmt))
+					((int32_t *)dst)[i] = ccl::sat32(ccl::f32_to_fixed64(f, io.fmt));
+				else if (io.fmt == ccl::FP16)
+					((uint16_t *)dst)[i] = ccl::float_to_fp16(f);
+				else
+					((float *)dst)[i] = f;
+			}
+		} else {
+			std::memcpy(dst, n.data.data(), (size_t)ne * es);
+		}
+		in_bytes += io.bytes;
+	}
+	for (int i = 0; i < P.ninputs; i++)
+		if (!seen[i])
+			die("missing --input %s=FILE.npy", P.inputs[i].name);
+
+	/* run */
+	struct Cnt { unsigned long long macs, alu, d2o, o2d; };
+	std::vector<Cnt> cnt((size_t)P.nkernels);
+	for (int k = 0; k < P.nkernels; k++) {
+		c.macs = c.alu = c.ddr_to_ocm = c.ocm_to_ddr = 0;
+		P.kernels[k].fn(c);
+		cnt[k] = {c.macs, c.alu, c.ddr_to_ocm, c.ocm_to_ddr};
+		if (progress) {
+			std::printf("progress %d %d\n", k + 1, P.nkernels);
+			std::fflush(stdout);
+		}
+	}
+
+	/* outputs */
+	for (int i = 0; i < P.noutputs; i++) {
+		const ccl::IO &io = P.outputs[i];
+		long long ne = io_numel(io);
+		const uint8_t *src = io_ptr(c, io);
+		std::string path = outdir + "/" + safe_name(io.name) + ".npy";
+		if (!std::strcmp(io.dtype, "float32")) {
+			std::vector<float> v((size_t)ne);
+			for (long long j = 0; j < ne; j++) {
+				if (ccl::isFixed(io.fmt))
+					v[j] = (float)std::ldexp((double)((const int32_t *)src)[j], -io.fmt);
+				else if (io.fmt == ccl::FP16)
+					v[j] = ccl::fp16_to_float(((const uint16_t *)src)[j]);
+				else
+					std::memcpy(&v[j], src + 4 * j, 4);
+			}
+			npy_write(path, "<f4", io.shape, io.ndim, v.data(), v.size() * 4);
+		} else {
+			const char *d = npy_descr(io.dtype);
+			if (!d)
+				die("output '%s': unsupported dtype %s", io.name, io.dtype);
+			size_t es = !std::strcmp(io.dtype, "int64") ? 8 : !std::strcmp(io.dtype, "float16") ? 2 : 4;
+			npy_write(path, d, io.shape, io.ndim, src, (size_t)ne * es);
+		}
+		out_bytes += io.bytes;
+	}
+
+	if (!counters.empty()) {
+		std::string tmp = counters + ".tmp";
+		FILE *f = std::fopen(tmp.c_str(), "w");
+		if (!f)
+			die("%s: cannot write: %s", counters.c_str(), std::strerror(errno));
+		std::fprintf(f, "{\"kernels\":[");
+		for (int k = 0; k < P.nkernels; k++) {
+			std::fprintf(f, "%s{\"name\":", k ? "," : "");
+			json_str(f, P.kernels[k].name);
+			std::fprintf(f, ",\"op\":");
+			json_str(f, P.kernels[k].op);
+			std::fprintf(f, ",\"macs\":%llu,\"alu_ops\":%llu,\"ddr_to_ocm\":%llu,\"ocm_to_ddr\":%llu}", cnt[k].macs,
+			             cnt[k].alu, cnt[k].d2o, cnt[k].o2d);
+		}
+		std::fprintf(f, "],\"input_bytes\":%llu,\"output_bytes\":%llu}\n", in_bytes, out_bytes);
+		if (std::fclose(f) != 0 || std::rename(tmp.c_str(), counters.c_str()) != 0)
+			die("%s: cannot write: %s", counters.c_str(), std::strerror(errno));
+	}
+	return 0;
+}

@@ -1,0 +1,57 @@
+/* sim.h — inside `wlower sim` (targets/chimera/sim/):
+ *
+ *   cmd_sim.c  the command: options, manifest + schedule checks, run, counters
+ *   build.c    g++ build of module.cpp + ccl/runner.cpp, cached by content hash;
+ *              child processes (posix_spawn)
+ *   cost.c     the cycle model (chimera.h, docs/cost-model.md)
+ *   report.c   configuration table, report, bars, profile_core<i>.json, profile.svg
+ */
+#ifndef WLOWER_SIM_H
+#define WLOWER_SIM_H
+
+#include "../chimera.h"
+
+/* schedule.json, parsed (cmd_sim.c). */
+typedef struct SimSchedule {
+	cJSON *root;
+	char target[32];
+	ChimeraConfig cfg;
+	uint64_t ocm_peak, lrm_peak, ddr_bytes, weights_bytes;
+	int nspills;
+	CostKernel *k;
+	int nk;
+} SimSchedule;
+int sim_schedule_read(const char *dir, SimSchedule *s, Diag *d);
+void sim_schedule_free(SimSchedule *s);
+
+/* ---------------------------------------------------------------- build.c */
+/* The CCL folder: $WLOWER_CCL_DIR, else the compile-time WLOWER_CCL_DIR. */
+const char *sim_ccl_dir(void);
+/* Builds (or finds in the cache) DIR/module.cpp linked with the CCL runner;
+ * *exe is the malloc'ed path of module_sim. Prints "building module ..."
+ * on stderr unless quiet. */
+int sim_build(const char *dir, bool quiet, char **exe, Diag *d);
+/* mkdir -p */
+int sim_mkdirs(const char *dir, Diag *d);
+
+/* ---------------------------------------------------------------- report.c */
+typedef struct SimCompare {
+	char *name;
+	double mse, psnr, max_abs;
+} SimCompare;
+
+typedef struct SimReport {
+	const char *dir, *module;      /* module name (manifest "model" base name) */
+	const SimSchedule *s;
+	const CostResult *r;
+	const SimCompare *cmp;
+	int ncmp;
+	uint64_t ext_read, ext_write;  /* summed over kernels and cores */
+	uint64_t macs;
+} SimReport;
+void sim_print_report(FILE *f, const SimReport *rep);
+void sim_print_bars(FILE *f, const SimReport *rep);
+/* OUT/profile_core<i>.json and OUT/profile.svg (atomic, deterministic). */
+int sim_write_profiles(const char *outdir, const SimReport *rep, Diag *d);
+
+#endif

@@ -1,0 +1,425 @@
+/* hg_util.c — builder helpers shared by the host kernel generators
+ * (declarations and usage in hostgen.h, section "hg_util.c"). */
+#include <string.h>
+#include "hostgen.h"
+
+LLVMValueRef hg_i64(HostGen *g, int64_t v) { return LLVMConstInt(g->t_i64, (unsigned long long)v, 1); }
+LLVMValueRef hg_i32(HostGen *g, int32_t v) { return LLVMConstInt(g->t_i32, (unsigned long long)(int64_t)v, 1); }
+LLVMValueRef hg_f32(HostGen *g, float v) { return LLVMConstReal(g->t_f32, v); }
+
+LLVMValueRef hg_vconst(HostGen *g, float v)
+{
+	LLVMValueRef e[64];
+	for (int i = 0; i < g->vw; i++)
+		e[i] = hg_f32(g, v);
+	return LLVMConstVector(e, (unsigned)g->vw);
+}
+
+LLVMValueRef hg_vsplat(HostGen *g, LLVMValueRef s)
+{
+	LLVMTypeRef et = LLVMTypeOf(s);
+	LLVMTypeRef vt = LLVMVectorType(et, (unsigned)g->vw);
+	LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetPoison(vt), s, hg_i32(g, 0), "");
+	LLVMValueRef zero = LLVMConstNull(LLVMVectorType(g->t_i32, (unsigned)g->vw));
+	return LLVMBuildShuffleVector(g->b, v, LLVMGetPoison(vt), zero, "splat");
+}
+
+LLVMValueRef hg_api(HostGen *g, LLVMValueRef fn) { (void)g; return LLVMGetParam(fn, 0); }
+
+LLVMValueRef hg_arg(HostGen *g, LLVMValueRef fn, int i)
+{
+	LLVMValueRef args = LLVMGetParam(fn, 1);
+	LLVMValueRef p = hg_gep(g, g->t_ptr, args, hg_i64(g, i));
+	LLVMValueRef v = LLVMBuildLoad2(g->b, g->t_ptr, p, "arg");
+	LLVMSetAlignment(v, 8);
+	return v;
+}
+
+LLVMValueRef hg_gep(HostGen *g, LLVMTypeRef ty, LLVMValueRef p, LLVMValueRef i)
+{
+	return LLVMBuildInBoundsGEP2(g->b, ty, p, &i, 1, "");
+}
+
+LLVMValueRef hg_gepf(HostGen *g, LLVMValueRef p, LLVMValueRef i) { return hg_gep(g, g->t_f32, p, i); }
+
+LLVMValueRef hg_load(HostGen *g, LLVMTypeRef ty, LLVMValueRef p, LLVMValueRef i)
+{
+	LLVMValueRef v = LLVMBuildLoad2(g->b, ty, hg_gep(g, ty, p, i), "");
+	return v;
+}
+
+void hg_store(HostGen *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef i)
+{
+	LLVMBuildStore(g->b, v, hg_gep(g, LLVMTypeOf(v), p, i));
+}
+
+LLVMValueRef hg_alloca(HostGen *g, LLVMTypeRef ty, int64_t count, unsigned align, const char *name)
+{
+	LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
+	LLVMValueRef fn = LLVMGetBasicBlockParent(cur);
+	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(fn);
+	LLVMBuilderRef tb = LLVMCreateBuilderInContext(g->ctx);
+	LLVMValueRef first = LLVMGetFirstInstruction(entry);
+	if (first)
+		LLVMPositionBuilderBefore(tb, first);
+	else
+		LLVMPositionBuilderAtEnd(tb, entry);
+	LLVMValueRef a = count == 1 ? LLVMBuildAlloca(tb, ty, name)
+	                            : LLVMBuildArrayAlloca(tb, ty, hg_i64(g, count), name);
+	if (align)
+		LLVMSetAlignment(a, align);
+	LLVMDisposeBuilder(tb);
+	return a;
+}
+
+/* ---------------------------------------------------------------- vectors */
+
+LLVMValueRef hg_vload(HostGen *g, LLVMValueRef p, LLVMValueRef i)
+{
+	LLVMValueRef v = LLVMBuildLoad2(g->b, g->t_vf, hg_gepf(g, p, i), "vl");
+	LLVMSetAlignment(v, 4);
+	return v;
+}
+
+void hg_vstore(HostGen *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef i)
+{
+	LLVMValueRef s = LLVMBuildStore(g->b, v, hg_gepf(g, p, i));
+	LLVMSetAlignment(s, 4);
+}
+
+static LLVMValueRef lane_mask(HostGen *g, LLVMValueRef n)
+{
+	LLVMValueRef e[64];
+	for (int i = 0; i < g->vw; i++)
+		e[i] = hg_i64(g, i);
+	LLVMValueRef iota = LLVMConstVector(e, (unsigned)g->vw);
+	return LLVMBuildICmp(g->b, LLVMIntSLT, iota, hg_vsplat(g, n), "mask");
+}
+
+static LLVMValueRef intr(HostGen *g, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args, int nargs)
+{
+	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+	if (!id)
+		wl_die(__FILE__, __LINE__, "unknown intrinsic %s", name);
+	LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->mod, id, tys, (size_t)ntys);
+	LLVMTypeRef ft = LLVMIntrinsicGetType(g->ctx, id, tys, (size_t)ntys);
+	return LLVMBuildCall2(g->b, ft, f, args, (unsigned)nargs, "");
+}
+
+LLVMValueRef hg_intrinsic(HostGen *g, const char *name, LLVMTypeRef ty, LLVMValueRef *args, int nargs)
+{
+	return intr(g, name, &ty, 1, args, nargs);
+}
+
+LLVMValueRef hg_vload_n(HostGen *g, LLVMValueRef p, LLVMValueRef i, LLVMValueRef n)
+{
+	LLVMTypeRef tys[2] = {g->t_vf, g->t_ptr};
+	LLVMValueRef a[4] = {hg_gepf(g, p, i), hg_i32(g, 4), lane_mask(g, n), hg_vconst(g, 0.0f)};
+	return intr(g, "llvm.masked.load", tys, 2, a, 4);
+}
+
+void hg_vstore_n(HostGen *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef i, LLVMValueRef n)
+{
+	LLVMTypeRef tys[2] = {g->t_vf, g->t_ptr};
+	LLVMValueRef a[4] = {v, hg_gepf(g, p, i), hg_i32(g, 4), lane_mask(g, n)};
+	intr(g, "llvm.masked.store", tys, 2, a, 4);
+}
+
+LLVMValueRef hg_vbroadcast(HostGen *g, LLVMValueRef p, LLVMValueRef i)
+{
+	return hg_vsplat(g, hg_load(g, g->t_f32, p, i));
+}
+
+LLVMValueRef hg_vreduce_add(HostGen *g, LLVMValueRef v)
+{
+	LLVMTypeRef ty = LLVMTypeOf(v);
+	LLVMValueRef a[2] = {hg_f32(g, -0.0f), v};
+	LLVMValueRef r = intr(g, "llvm.vector.reduce.fadd", &ty, 1, a, 2);
+	LLVMSetFastMathFlags(r, LLVMFastMathAllowReassoc);
+	return r;
+}
+
+LLVMValueRef hg_vreduce_max(HostGen *g, LLVMValueRef v)
+{
+	LLVMTypeRef ty = LLVMTypeOf(v);
+	return intr(g, "llvm.vector.reduce.fmax", &ty, 1, &v, 1);
+}
+
+/* ---------------------------------------------------------------- math */
+
+LLVMValueRef hg_fma(HostGen *g, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+	LLVMValueRef x[3] = {a, b, c};
+	return hg_intrinsic(g, "llvm.fma", LLVMTypeOf(a), x, 3);
+}
+
+LLVMValueRef hg_fmax(HostGen *g, LLVMValueRef a, LLVMValueRef b)
+{
+	LLVMValueRef x[2] = {a, b};
+	return hg_intrinsic(g, "llvm.maxnum", LLVMTypeOf(a), x, 2);
+}
+
+LLVMValueRef hg_fmin(HostGen *g, LLVMValueRef a, LLVMValueRef b)
+{
+	LLVMValueRef x[2] = {a, b};
+	return hg_intrinsic(g, "llvm.minnum", LLVMTypeOf(a), x, 2);
+}
+
+LLVMValueRef hg_sqrt(HostGen *g, LLVMValueRef x) { return hg_intrinsic(g, "llvm.sqrt", LLVMTypeOf(x), &x, 1); }
+
+/* a constant of x's type (scalar or vector) */
+static LLVMValueRef kof(HostGen *g, LLVMValueRef x, float v)
+{
+	LLVMTypeRef t = LLVMTypeOf(x);
+	if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) {
+		LLVMValueRef e[64];
+		unsigned n = LLVMGetVectorSize(t);
+		for (unsigned i = 0; i < n; i++)
+			e[i] = hg_f32(g, v);
+		return LLVMConstVector(e, n);
+	}
+	return hg_f32(g, v);
+}
+
+static LLVMTypeRef int_of(HostGen *g, LLVMValueRef x)
+{
+	LLVMTypeRef t = LLVMTypeOf(x);
+	if (LLVMGetTypeKind(t) == LLVMVectorTypeKind)
+		return LLVMVectorType(g->t_i32, LLVMGetVectorSize(t));
+	return g->t_i32;
+}
+
+static LLVMValueRef iof(HostGen *g, LLVMValueRef x, int32_t v)
+{
+	LLVMTypeRef t = int_of(g, x);
+	if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) {
+		LLVMValueRef e[64];
+		unsigned n = LLVMGetVectorSize(t);
+		for (unsigned i = 0; i < n; i++)
+			e[i] = hg_i32(g, v);
+		return LLVMConstVector(e, n);
+	}
+	return hg_i32(g, v);
+}
+
+/* Cephes expf: exp(x) = 2^n · p(r), r = x − n·ln2. */
+LLVMValueRef hg_exp(HostGen *g, LLVMValueRef x)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef xc = hg_fmin(g, hg_fmax(g, x, kof(g, x, -87.0f)), kof(g, x, 88.3762626647949f));
+	LLVMValueRef t = LLVMBuildFMul(b, xc, kof(g, x, 1.44269504088896341f), "");
+	LLVMValueRef n = hg_intrinsic(g, "llvm.rint", LLVMTypeOf(x), &t, 1);
+	LLVMValueRef r = hg_fma(g, n, kof(g, x, -0.693359375f), xc);
+	r = hg_fma(g, n, kof(g, x, 2.12194440e-4f), r);
+	LLVMValueRef p = kof(g, x, 1.9875691500E-4f);
+	p = hg_fma(g, p, r, kof(g, x, 1.3981999507E-3f));
+	p = hg_fma(g, p, r, kof(g, x, 8.3334519073E-3f));
+	p = hg_fma(g, p, r, kof(g, x, 4.1665795894E-2f));
+	p = hg_fma(g, p, r, kof(g, x, 1.6666665459E-1f));
+	p = hg_fma(g, p, r, kof(g, x, 5.0000001201E-1f));
+	LLVMValueRef r2 = LLVMBuildFMul(b, r, r, "");
+	LLVMValueRef y = hg_fma(g, p, r2, LLVMBuildFAdd(b, r, kof(g, x, 1.0f), ""));
+	LLVMValueRef ni = LLVMBuildFPToSI(b, n, int_of(g, x), "");
+	LLVMValueRef e = LLVMBuildShl(b, LLVMBuildAdd(b, ni, iof(g, x, 127), ""), iof(g, x, 23), "");
+	LLVMValueRef s = LLVMBuildBitCast(b, e, LLVMTypeOf(x), "");
+	y = LLVMBuildFMul(b, y, s, "");
+	LLVMValueRef under = LLVMBuildFCmp(b, LLVMRealOLT, x, kof(g, x, -87.0f), "");
+	return LLVMBuildSelect(b, under, kof(g, x, 0.0f), y, "exp");
+}
+
+/* Rational approximation of erf on [-4, 4] (as Eigen's fast erf). */
+LLVMValueRef hg_erf(HostGen *g, LLVMValueRef x)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef xc = hg_fmin(g, hg_fmax(g, x, kof(g, x, -4.0f)), kof(g, x, 4.0f));
+	LLVMValueRef x2 = LLVMBuildFMul(b, xc, xc, "");
+	static const float al[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
+	                           -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+	                           -1.60960333262415e-02f};
+	static const float be[] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+	                           -7.37332916720468e-03f, -1.42647390514189e-02f};
+	LLVMValueRef p = kof(g, x, al[0]);
+	for (int i = 1; i < 7; i++)
+		p = hg_fma(g, x2, p, kof(g, x, al[i]));
+	p = LLVMBuildFMul(b, xc, p, "");
+	LLVMValueRef q = kof(g, x, be[0]);
+	for (int i = 1; i < 5; i++)
+		q = hg_fma(g, x2, q, kof(g, x, be[i]));
+	return LLVMBuildFDiv(b, p, q, "erf");
+}
+
+LLVMValueRef hg_gelu(HostGen *g, LLVMValueRef x)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef e = hg_erf(g, LLVMBuildFMul(b, x, kof(g, x, 0.70710678118654752f), ""));
+	LLVMValueRef h = LLVMBuildFMul(b, x, kof(g, x, 0.5f), "");
+	return hg_fma(g, h, e, h);
+}
+
+LLVMValueRef hg_silu(HostGen *g, LLVMValueRef x)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef e = hg_exp(g, LLVMBuildFNeg(b, x, ""));
+	return LLVMBuildFDiv(b, x, LLVMBuildFAdd(b, e, kof(g, x, 1.0f), ""), "silu");
+}
+
+/* ---------------------------------------------------------------- control flow */
+
+static LLVMValueRef cur_fn(HostGen *g) { return LLVMGetBasicBlockParent(LLVMGetInsertBlock(g->b)); }
+
+LLVMValueRef hg_loop_begin(HostGen *g, HgLoop *l, LLVMValueRef start, LLVMValueRef end, int64_t step, const char *name)
+{
+	WL_ASSERT(step > 0);
+	memset(l, 0, sizeof *l);
+	LLVMValueRef fn = cur_fn(g);
+	l->pre = LLVMGetInsertBlock(g->b);
+	l->head = LLVMAppendBasicBlockInContext(g->ctx, fn, "head");
+	l->body = LLVMAppendBasicBlockInContext(g->ctx, fn, "body");
+	l->exit = LLVMAppendBasicBlockInContext(g->ctx, fn, "exit");
+	l->step = hg_i64(g, step);
+	LLVMBuildBr(g->b, l->head);
+	LLVMPositionBuilderAtEnd(g->b, l->head);
+	l->iv = LLVMBuildPhi(g->b, g->t_i64, name);
+	LLVMAddIncoming(l->iv, &start, &l->pre, 1);
+	LLVMValueRef c = LLVMBuildICmp(g->b, LLVMIntSLT, l->iv, end, "");
+	LLVMBuildCondBr(g->b, c, l->body, l->exit);
+	LLVMPositionBuilderAtEnd(g->b, l->body);
+	return l->iv;
+}
+
+LLVMValueRef hg_loop_carry(HostGen *g, HgLoop *l, LLVMValueRef init)
+{
+	WL_ASSERT(l->ncarry < HG_MAX_CARRY);
+	LLVMBuilderRef tb = LLVMCreateBuilderInContext(g->ctx);
+	/* after the iv phi, before the compare */
+	LLVMPositionBuilderBefore(tb, LLVMGetNextInstruction(l->iv));
+	LLVMValueRef phi = LLVMBuildPhi(tb, LLVMTypeOf(init), "carry");
+	LLVMDisposeBuilder(tb);
+	LLVMAddIncoming(phi, &init, &l->pre, 1);
+	l->carry[l->ncarry] = phi;
+	l->next[l->ncarry] = NULL;
+	l->ncarry++;
+	return phi;
+}
+
+void hg_loop_next(HostGen *g, HgLoop *l, LLVMValueRef carry, LLVMValueRef next)
+{
+	(void)g;
+	for (int i = 0; i < l->ncarry; i++)
+		if (l->carry[i] == carry) {
+			l->next[i] = next;
+			return;
+		}
+	WL_UNREACHABLE();
+}
+
+void hg_loop_end(HostGen *g, HgLoop *l)
+{
+	LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
+	LLVMValueRef nx = LLVMBuildAdd(g->b, l->iv, l->step, "");
+	LLVMSetNUW(nx, 1);
+	LLVMSetNSW(nx, 1);
+	LLVMBuildBr(g->b, l->head);
+	LLVMAddIncoming(l->iv, &nx, &latch, 1);
+	for (int i = 0; i < l->ncarry; i++) {
+		LLVMValueRef v = l->next[i] ? l->next[i] : l->carry[i];
+		LLVMAddIncoming(l->carry[i], &v, &latch, 1);
+	}
+	LLVMPositionBuilderAtEnd(g->b, l->exit);
+}
+
+void hg_if_begin(HostGen *g, HgIf *f, LLVMValueRef cond)
+{
+	LLVMValueRef fn = cur_fn(g);
+	f->then_bb = LLVMAppendBasicBlockInContext(g->ctx, fn, "then");
+	f->else_bb = LLVMAppendBasicBlockInContext(g->ctx, fn, "else");
+	f->end_bb = LLVMAppendBasicBlockInContext(g->ctx, fn, "endif");
+	f->has_else = false;
+	LLVMBuildCondBr(g->b, cond, f->then_bb, f->else_bb);
+	LLVMPositionBuilderAtEnd(g->b, f->then_bb);
+}
+
+void hg_if_else(HostGen *g, HgIf *f)
+{
+	LLVMBuildBr(g->b, f->end_bb);
+	f->has_else = true;
+	LLVMPositionBuilderAtEnd(g->b, f->else_bb);
+}
+
+void hg_if_end(HostGen *g, HgIf *f)
+{
+	LLVMBuildBr(g->b, f->end_bb);
+	if (!f->has_else) {
+		LLVMPositionBuilderAtEnd(g->b, f->else_bb);
+		LLVMBuildBr(g->b, f->end_bb);
+	}
+	LLVMPositionBuilderAtEnd(g->b, f->end_bb);
+}
+
+/* ---------------------------------------------------------------- parallel_for */
+
+static int par_counter;
+
+void hg_par_begin(HostGen *g, HgPar *p, LLVMValueRef api, LLVMValueRef n, LLVMValueRef *caps, int ncap, const char *name)
+{
+	WL_ASSERT(ncap <= HG_MAX_CAP);
+	memset(p, 0, sizeof *p);
+	p->api = api;
+	p->n = n;
+	p->ncap = ncap;
+	p->caller_bb = LLVMGetInsertBlock(g->b);
+	/* ctx: a struct of the captured values in the caller's frame */
+	LLVMTypeRef tys[HG_MAX_CAP];
+	for (int i = 0; i < ncap; i++)
+		tys[i] = LLVMTypeOf(caps[i]);
+	LLVMTypeRef st = LLVMStructTypeInContext(g->ctx, tys, (unsigned)ncap, 0);
+	p->ctx = hg_alloca(g, st, 1, 0, "parctx");
+	for (int i = 0; i < ncap; i++)
+		LLVMBuildStore(g->b, caps[i], LLVMBuildStructGEP2(g->b, st, p->ctx, (unsigned)i, ""));
+	char fname[256];
+	LLVMValueRef caller = cur_fn(g);
+	size_t len;
+	const char *cn = LLVMGetValueName2(caller, &len);
+	snprintf(fname, sizeof fname, "%.*s.%s.%d", (int)len, cn, name, par_counter++);
+	p->fn = LLVMAddFunction(g->mod, fname, g->t_body);
+	LLVMSetLinkage(p->fn, LLVMInternalLinkage);
+	LLVMBasicBlockRef e = LLVMAppendBasicBlockInContext(g->ctx, p->fn, "entry");
+	LLVMPositionBuilderAtEnd(g->b, e);
+	LLVMValueRef c = LLVMGetParam(p->fn, 0);
+	p->i0 = LLVMGetParam(p->fn, 1);
+	p->i1 = LLVMGetParam(p->fn, 2);
+	for (int i = 0; i < ncap; i++)
+		p->cap[i] = LLVMBuildLoad2(g->b, tys[i], LLVMBuildStructGEP2(g->b, st, c, (unsigned)i, ""), "cap");
+}
+
+void hg_par_end(HostGen *g, HgPar *p)
+{
+	LLVMBuildRetVoid(g->b);
+	LLVMPositionBuilderAtEnd(g->b, p->caller_bb);
+	/* api->parallel_for(api->pool, n, fn, ctx) */
+	LLVMValueRef pool = LLVMBuildLoad2(g->b, g->t_ptr, LLVMBuildStructGEP2(g->b, g->t_api, p->api, 0, ""), "pool");
+	LLVMValueRef pf = LLVMBuildLoad2(g->b, g->t_ptr, LLVMBuildStructGEP2(g->b, g->t_api, p->api, 2, ""), "pfor");
+	LLVMTypeRef pt[4] = {g->t_ptr, g->t_i64, g->t_ptr, g->t_ptr};
+	LLVMTypeRef ft = LLVMFunctionType(g->t_void, pt, 4, 0);
+	LLVMValueRef a[4] = {pool, p->n, p->fn, p->ctx};
+	LLVMBuildCall2(g->b, ft, pf, a, 4, "");
+}
+
+/* ---------------------------------------------------------------- shapes */
+
+int hg_dims(HostGen *g, const Node *n, const Value *v, int64_t dims[8], Diag *d)
+{
+	const char *model = g->opt && g->opt->model_path ? g->opt->model_path : "model";
+	if (!v->type.has_shape || v->type.rank > 8)
+		return diag_fail(d, "%s: node '%s': tensor '%s': --target host needs a static shape", model, n->name,
+		                 v->name);
+	for (int i = 0; i < v->type.rank; i++) {
+		if (v->type.dims[i].kind != DIM_VALUE)
+			return diag_fail(d, "%s: node '%s': tensor '%s': dim %d is not static (--target host needs static shapes)",
+			                 model, n->name, v->name, i);
+		dims[i] = v->type.dims[i].value;
+	}
+	return v->type.rank;
+}
+
+int64_t hg_numel(const Value *v) { return type_numel(&v->type); }

@@ -1,0 +1,658 @@
+/* kgen_attention.c — host kernels of ai.wlower.WhisperAttention and
+ * ai.wlower.GroupQueryAttention (docs/OPS.md; reference semantics in
+ * runtime/kernels_fused_attention.c).
+ *
+ * Tiled online-softmax ("flash") attention: no T x L score matrix exists in
+ * memory. Two parallel phases over api->parallel_for:
+ *
+ *  1. pack, one task per (batch, KV head): the keys and values of the head
+ *     (past rows first, then the new rows; GQA rotates new keys with RoPE;
+ *     fp16 rounds to binary16) are written to the present outputs when the
+ *     node has them, and packed into the kernel's scratch as
+ *       Kt [B, Hkv, hd, Lp]   keys transposed (key index fastest), Lp = L
+ *                             rounded up to the key block Bc, zero padded
+ *       Vp [B, Hkv, Lp, hdp]  values, rows zero padded to hdp (multiple of vw)
+ *       bias [B, Lp]          additive key bias: 0, −3.4028235e38 where the
+ *                             int attention_mask is != 1, −inf past L.
+ *     repeat_kv is index mapping: query head h reads KV head h / (H/Hkv).
+ *  2. attend, one task per (batch, head, block of Br query rows): the block's
+ *     queries (scaled, rotated, rounded) sit in a small stack tile; for each
+ *     block of Bc keys a Br x Bc score tile is computed in registers as a
+ *     broadcast-FMA micro-kernel on <vw x float> (Kt rows are vectors over
+ *     keys), causal keys are masked by index, the running row max m and the
+ *     lane-wise running sum l are updated, p = exp(s − m) goes to a Br x Bc
+ *     stack tile, and the output accumulator O [Br, hdp] (stack) is rescaled
+ *     by exp(m_old − m_new) and accumulated with p · V as a second
+ *     broadcast-FMA micro-kernel. Causal blocks stop at the diagonal. At the
+ *     end O / l is stored (rounded when fp16) to out[b, t, h*hd ...].
+ *
+ * Scratch: Kt, Vp and bias (O(L·hd) per KV head), never O(T·L).
+ */
+#include <math.h>
+#include <float.h>
+#include <string.h>
+#include "hostgen.h"
+
+#define ALIGN64(x) (((x) + 63) & ~(uint64_t)63)
+
+typedef struct Attn {
+	int64_t B, T, H, Hkv, hd, P, S, L;
+	bool causal, fp16, bhsd, rope;
+	float scale;
+	/* argument slots (-1 = absent) */
+	int a_q, a_k, a_v, a_pk, a_pv, a_cos, a_sin, a_mask, a_pos, a_out, a_prk, a_prv, a_scr;
+	int mask_dt, pos_dt;
+	int64_t pos_numel, cs_rows;
+	/* tiling */
+	int64_t Br, Bc, Lp, hdp, nqb, pvc;
+	uint64_t off_kt, off_vp, off_bias, scratch;
+} Attn;
+
+static bool present_in(const Node *n, int i)
+{
+	return i < n->ninputs && n->inputs[i];
+}
+
+static bool present_out(const Node *n, int i)
+{
+	return i < n->noutputs && n->outputs[i];
+}
+
+static void attn_tiling(HostGen *g, Attn *a)
+{
+	int64_t vw = g->vw > 0 ? g->vw : 16;
+	a->Br = a->T < 8 ? a->T : 8;
+	if (!g->avx512 && a->Br > 4)
+		a->Br = 4;
+	if (a->Br < 1)
+		a->Br = 1;
+	a->Bc = 2 * vw;
+	a->pvc = 2;   /* head-dim vectors per P·V pass: Br x 2 accumulators */
+	a->Lp = (a->L + a->Bc - 1) / a->Bc * a->Bc;
+	a->hdp = (a->hd + vw - 1) / vw * vw;
+	a->nqb = (a->T + a->Br - 1) / a->Br;
+	uint64_t kt = (uint64_t)(a->B * a->Hkv * a->hd * a->Lp) * 4;
+	uint64_t vp = (uint64_t)(a->B * a->Hkv * a->Lp * a->hdp) * 4;
+	uint64_t bias = (uint64_t)(a->B * a->Lp) * 4;
+	a->off_kt = 0;
+	a->off_vp = ALIGN64(kt);
+	a->off_bias = a->off_vp + ALIGN64(vp);
+	a->scratch = a->off_bias + ALIGN64(bias);
+}
+
+static int dims_of(HostGen *g, const Node *n, int i, int64_t dims[8], Diag *d)
+{
+	return hg_dims(g, n, n->inputs[i], dims, d);
+}
+
+static const char *model_of(HostGen *g)
+{
+	return g->opt && g->opt->model_path ? g->opt->model_path : "model";
+}
+
+#define nfail(n, d, tensor, msg) \
+	diag_fail((d), "%s: node '%s': tensor '%s': %s", model_of(g), (n)->name ? (n)->name : "", (tensor) ? (tensor) : "", (msg))
+
+/* ---------------------------------------------------------------- node → Attn */
+
+static int wa_parse(HostGen *g, const Node *n, Attn *a, Diag *d)
+{
+	memset(a, 0, sizeof *a);
+	int64_t qd[8], kd[8], vd[8], pd[8];
+	if (n->ninputs < 3 || !present_in(n, 0) || !present_in(n, 1) || !present_in(n, 2))
+		return nfail(n, d, "", "WhisperAttention needs q, k and v");
+	int64_t heads = attr_int(n, "heads", 0);
+	if (heads <= 0)
+		return nfail(n, d, n->inputs[0]->name, "attribute heads must be positive");
+	const char *lay = attr_string(n, "kv_layout", "bsd");
+	if (strcmp(lay, "bsd") && strcmp(lay, "bhsd"))
+		return nfail(n, d, n->inputs[1]->name, "kv_layout is neither \"bsd\" nor \"bhsd\"");
+	a->bhsd = strcmp(lay, "bhsd") == 0;
+	a->causal = attr_int(n, "causal", 0) != 0;
+	a->fp16 = attr_int(n, "fp16", 0) != 0;
+	a->scale = attr_float(n, "scale", 0.0f);
+	int rq = dims_of(g, n, 0, qd, d);
+	if (rq < 0)
+		return WL_ERR;
+	if (rq != 3 || qd[2] % heads)
+		return nfail(n, d, n->inputs[0]->name, "q must be [B, T, heads*hd]");
+	a->B = qd[0];
+	a->T = qd[1];
+	a->H = a->Hkv = heads;
+	a->hd = qd[2] / heads;
+	int rk = dims_of(g, n, 1, kd, d), rv = rk < 0 ? -1 : dims_of(g, n, 2, vd, d);
+	if (rk < 0 || rv < 0)
+		return WL_ERR;
+	if (rk != rv || memcmp(kd, vd, sizeof(int64_t) * (size_t)rk))
+		return nfail(n, d, n->inputs[2]->name, "k and v shapes differ");
+	if (a->bhsd) {
+		if (rk != 4 || kd[0] != a->B || kd[1] != a->H || kd[3] != a->hd)
+			return nfail(n, d, n->inputs[1]->name, "k must be [B, H, S, hd] (kv_layout bhsd)");
+		a->S = kd[2];
+	} else {
+		if (rk != 3 || kd[0] != a->B || kd[2] != qd[2])
+			return nfail(n, d, n->inputs[1]->name, "k must be [B, S, D]");
+		a->S = kd[1];
+	}
+	a->a_q = 0;
+	a->a_k = 1;
+	a->a_v = 2;
+	a->a_pk = a->a_pv = a->a_cos = a->a_sin = a->a_mask = a->a_pos = -1;
+	if (present_in(n, 3) || present_in(n, 4)) {
+		if (!present_in(n, 3) || !present_in(n, 4))
+			return nfail(n, d, "", "past_k and past_v must both be present");
+		int rp = dims_of(g, n, 3, pd, d);
+		if (rp < 0)
+			return WL_ERR;
+		if (rp != 4 || pd[0] != a->B || pd[1] != a->H || pd[3] != a->hd)
+			return nfail(n, d, n->inputs[3]->name, "past must be [B, H, P, hd]");
+		a->P = pd[2];
+		a->a_pk = 3;
+		a->a_pv = 4;
+	}
+	a->L = a->P + a->S;
+	a->a_out = n->ninputs;
+	a->a_prk = present_out(n, 1) ? n->ninputs + 1 : -1;
+	a->a_prv = present_out(n, 2) ? n->ninputs + 2 : -1;
+	a->a_scr = n->ninputs + n->noutputs;
+	attn_tiling(g, a);
+	return WL_OK;
+}
+
+enum { G_Q, G_K, G_V, G_COS, G_SIN, G_PK, G_PV, G_MASK, G_POS };
+
+static int gqa_parse(HostGen *g, const Node *n, Attn *a, Diag *d)
+{
+	memset(a, 0, sizeof *a);
+	int64_t qd[8], kd[8], vd[8], pd[8], cd[8];
+	if (n->ninputs < 3 || !present_in(n, 0) || !present_in(n, 1) || !present_in(n, 2))
+		return nfail(n, d, "", "GroupQueryAttention needs q, k and v");
+	a->H = attr_int(n, "heads", 0);
+	a->Hkv = attr_int(n, "kv_heads", 0);
+	a->hd = attr_int(n, "head_dim", 0);
+	if (a->H <= 0 || a->Hkv <= 0 || a->H % a->Hkv || a->hd <= 0 || a->hd % 2)
+		return nfail(n, d, n->inputs[0]->name, "heads, kv_heads and head_dim do not fit");
+	a->causal = attr_int(n, "causal", 0) != 0;
+	a->rope = attr_int(n, "rope", 0) != 0;
+	a->fp16 = attr_int(n, "fp16", 0) != 0;
+	a->scale = attr_float(n, "scale", 0.0f);
+	int rq = dims_of(g, n, G_Q, qd, d);
+	if (rq < 0)
+		return WL_ERR;
+	if (rq != 3 || qd[2] != a->H * a->hd)
+		return nfail(n, d, n->inputs[0]->name, "q must be [B, T, heads*head_dim]");
+	a->B = qd[0];
+	a->T = a->S = qd[1];
+	int rk = dims_of(g, n, G_K, kd, d), rv = rk < 0 ? -1 : dims_of(g, n, G_V, vd, d);
+	if (rk < 0 || rv < 0)
+		return WL_ERR;
+	if (rk != 3 || rv != 3 || kd[0] != a->B || kd[1] != a->T || kd[2] != a->Hkv * a->hd ||
+	    memcmp(kd, vd, sizeof kd[0] * 3))
+		return nfail(n, d, n->inputs[1]->name, "k and v must be [B, T, kv_heads*head_dim]");
+	a->a_q = G_Q;
+	a->a_k = G_K;
+	a->a_v = G_V;
+	a->a_pk = a->a_pv = a->a_cos = a->a_sin = a->a_mask = a->a_pos = -1;
+	if (present_in(n, G_PK) || present_in(n, G_PV)) {
+		if (!present_in(n, G_PK) || !present_in(n, G_PV))
+			return nfail(n, d, "", "past_k and past_v must both be present");
+		int rp = dims_of(g, n, G_PK, pd, d);
+		if (rp < 0)
+			return WL_ERR;
+		if (rp != 4 || pd[0] != a->B || pd[1] != a->Hkv || pd[3] != a->hd)
+			return nfail(n, d, n->inputs[G_PK]->name, "past must be [B, kv_heads, P, head_dim]");
+		a->P = pd[2];
+		a->a_pk = G_PK;
+		a->a_pv = G_PV;
+	}
+	a->L = a->P + a->S;
+	if (present_in(n, G_POS)) {
+		const Value *pv = n->inputs[G_POS];
+		a->pos_dt = pv->type.elem;
+		a->pos_numel = hg_numel(pv);
+		if ((a->pos_dt != DT_INT64 && a->pos_dt != DT_INT32) ||
+		    (a->pos_numel != a->T && a->pos_numel != a->B * a->T))
+			return nfail(n, d, pv->name, "position_ids must be [B or 1, T] int64/int32");
+		a->a_pos = G_POS;
+	}
+	if (a->rope) {
+		if (!present_in(n, G_COS) || !present_in(n, G_SIN))
+			return nfail(n, d, "", "rope needs cos and sin");
+		int rc = dims_of(g, n, G_COS, cd, d);
+		if (rc < 0)
+			return WL_ERR;
+		if (rc < 1 || cd[rc - 1] != a->hd || hg_numel(n->inputs[G_SIN]) != hg_numel(n->inputs[G_COS]))
+			return nfail(n, d, n->inputs[G_COS]->name, "cos/sin must be float [..., head_dim]");
+		a->cs_rows = hg_numel(n->inputs[G_COS]) / a->hd;
+		if (a->a_pos < 0 && a->cs_rows != a->T)
+			return nfail(n, d, n->inputs[G_COS]->name, "cos/sin need T rows without position_ids");
+		a->a_cos = G_COS;
+		a->a_sin = G_SIN;
+	}
+	if (present_in(n, G_MASK)) {
+		const Value *mv = n->inputs[G_MASK];
+		a->mask_dt = mv->type.elem;
+		if ((a->mask_dt != DT_INT64 && a->mask_dt != DT_INT32) || hg_numel(mv) != a->B * a->L)
+			return nfail(n, d, mv->name, "attention_mask must be [B, P+T] int64/int32");
+		a->a_mask = G_MASK;
+	}
+	a->a_out = n->ninputs;
+	a->a_prk = present_out(n, 1) ? n->ninputs + 1 : -1;
+	a->a_prv = present_out(n, 2) ? n->ninputs + 2 : -1;
+	a->a_scr = n->ninputs + n->noutputs;
+	attn_tiling(g, a);
+	return WL_OK;
+}
+
+/* ---------------------------------------------------------------- emission helpers */
+
+static LLVMValueRef r16(HostGen *g, LLVMValueRef x, bool on)
+{
+	if (!on)
+		return x;
+	LLVMTypeRef ty = LLVMTypeOf(x), hty = g->t_f16;
+	if (LLVMGetTypeKind(ty) == LLVMVectorTypeKind)
+		hty = LLVMVectorType(g->t_f16, LLVMGetVectorSize(ty));
+	LLVMValueRef h = LLVMBuildFPTrunc(g->b, x, hty, "h16");
+	return LLVMBuildFPExt(g->b, h, ty, "r16");
+}
+
+static LLVMValueRef mul(HostGen *g, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildMul(g->b, a, b, "");
+}
+
+static LLVMValueRef add(HostGen *g, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildAdd(g->b, a, b, "");
+}
+
+static LLVMValueRef ci(HostGen *g, int64_t v)
+{
+	return hg_i64(g, v);
+}
+
+/* Integer element i of an int64/int32 tensor as i64. */
+static LLVMValueRef load_int(HostGen *g, int dt, LLVMValueRef p, LLVMValueRef i)
+{
+	if (dt == DT_INT32)
+		return LLVMBuildSExt(g->b, hg_load(g, g->t_i32, p, i), g->t_i64, "");
+	return hg_load(g, g->t_i64, p, i);
+}
+
+/* The cos/sin row of query t in batch b: position_ids[b or 0, t] (clamped to
+ * the table) or t. */
+static LLVMValueRef rope_row(HostGen *g, const Attn *a, LLVMValueRef pos, LLVMValueRef b, LLVMValueRef t)
+{
+	if (a->a_pos < 0)
+		return t;
+	LLVMValueRef idx = a->pos_numel == a->T ? t : add(g, mul(g, b, ci(g, a->T)), t);
+	LLVMValueRef r = load_int(g, a->pos_dt, pos, idx);
+	LLVMValueRef lo = LLVMBuildICmp(g->b, LLVMIntSLT, r, ci(g, 0), "");
+	r = LLVMBuildSelect(g->b, lo, ci(g, 0), r, "");
+	LLVMValueRef hi = LLVMBuildICmp(g->b, LLVMIntSGT, r, ci(g, a->cs_rows - 1), "");
+	return LLVMBuildSelect(g->b, hi, ci(g, a->cs_rows - 1), r, "");
+}
+
+/* Element e (runtime i64) of a source row src (float*) after fp16 rounding
+ * and, with rope, x·cos + rotate_half(x)·sin (row crow of cos/sin). */
+static LLVMValueRef row_elem(HostGen *g, const Attn *a, LLVMValueRef src, LLVMValueRef e, bool rope,
+                             LLVMValueRef cosp, LLVMValueRef sinp, LLVMValueRef crow)
+{
+	LLVMValueRef x = r16(g, hg_load(g, g->t_f32, src, e), a->fp16);
+	if (!rope)
+		return x;
+	int64_t half = a->hd / 2;
+	LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntSLT, e, ci(g, half), "");
+	LLVMValueRef oi = LLVMBuildSelect(g->b, first, add(g, e, ci(g, half)), LLVMBuildSub(g->b, e, ci(g, half), ""), "");
+	LLVMValueRef o = r16(g, hg_load(g, g->t_f32, src, oi), a->fp16);
+	LLVMValueRef rh = LLVMBuildSelect(g->b, first, LLVMBuildFNeg(g->b, o, ""), o, "");
+	LLVMValueRef ce = add(g, mul(g, crow, ci(g, a->hd)), e);
+	LLVMValueRef c = hg_load(g, g->t_f32, cosp, ce), s = hg_load(g, g->t_f32, sinp, ce);
+	LLVMValueRef p1 = LLVMBuildFMul(g->b, x, c, ""), p2 = LLVMBuildFMul(g->b, rh, s, "");
+	return LLVMBuildFAdd(g->b, p1, p2, "");
+}
+
+static LLVMValueRef arg_or_null(HostGen *g, LLVMValueRef fn, int slot)
+{
+	return slot >= 0 ? hg_arg(g, fn, slot) : LLVMConstNull(g->t_ptr);
+}
+
+static LLVMValueRef byte_off(HostGen *g, LLVMValueRef p, uint64_t off)
+{
+	return hg_gep(g, g->t_i8, p, ci(g, (int64_t)off));
+}
+
+/* ---------------------------------------------------------------- phase 1: pack */
+
+enum { C_Q, C_K, C_V, C_PK, C_PV, C_COS, C_SIN, C_MASK, C_POS, C_OUT, C_PRK, C_PRV, C_KT, C_VP, C_BIAS, C_N };
+
+static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef *caps)
+{
+	HgPar par;
+	hg_par_begin(g, &par, api, ci(g, a->B * a->Hkv), caps, C_N, "attn_pack");
+	LLVMValueRef *c = par.cap;
+	HgLoop lt;
+	LLVMValueRef task = hg_loop_begin(g, &lt, par.i0, par.i1, 1, "bk");
+	LLVMValueRef b = LLVMBuildSDiv(g->b, task, ci(g, a->Hkv), "b");
+	LLVMValueRef kh = LLVMBuildSRem(g->b, task, ci(g, a->Hkv), "kh");
+	LLVMValueRef kt = hg_gepf(g, c[C_KT], mul(g, task, ci(g, a->hd * a->Lp)));
+	LLVMValueRef vp = hg_gepf(g, c[C_VP], mul(g, task, ci(g, a->Lp * a->hdp)));
+	LLVMValueRef prk = a->a_prk >= 0 ? hg_gepf(g, c[C_PRK], mul(g, task, ci(g, a->L * a->hd))) : NULL;
+	LLVMValueRef prv = a->a_prv >= 0 ? hg_gepf(g, c[C_PRV], mul(g, task, ci(g, a->L * a->hd))) : NULL;
+	LLVMValueRef zero = hg_f32(g, 0.0f);
+
+	/* one row j of K and V from ksrc/vsrc */
+#define STORE_ROW(J, KVAL_EXPR, VVAL_EXPR)                                                       \
+	do {                                                                                       \
+		HgLoop le;                                                                         \
+		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "e");            \
+		LLVMValueRef kval = (KVAL_EXPR), vval = (VVAL_EXPR);                               \
+		if (prk)                                                                           \
+			hg_store(g, kval, prk, add(g, mul(g, (J), ci(g, a->hd)), e));              \
+		if (prv)                                                                           \
+			hg_store(g, vval, prv, add(g, mul(g, (J), ci(g, a->hd)), e));              \
+		hg_store(g, kval, kt, add(g, mul(g, e, ci(g, a->Lp)), (J)));                       \
+		hg_store(g, vval, vp, add(g, mul(g, (J), ci(g, a->hdp)), e));                      \
+		hg_loop_end(g, &le);                                                               \
+		for (int64_t ee = a->hd; ee < a->hdp; ee++)                                        \
+			hg_store(g, zero, vp, add(g, mul(g, (J), ci(g, a->hdp)), ci(g, ee)));      \
+	} while (0)
+
+	if (a->P > 0) {
+		HgLoop lj;
+		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), ci(g, a->P), 1, "jp");
+		LLVMValueRef off = mul(g, add(g, mul(g, task, ci(g, a->P)), j), ci(g, a->hd));
+		LLVMValueRef ks = hg_gepf(g, c[C_PK], off), vs = hg_gepf(g, c[C_PV], off);
+		STORE_ROW(j, r16(g, hg_load(g, g->t_f32, ks, e), a->fp16), r16(g, hg_load(g, g->t_f32, vs, e), a->fp16));
+		hg_loop_end(g, &lj);
+	}
+	{
+		HgLoop ls;
+		LLVMValueRef s = hg_loop_begin(g, &ls, ci(g, 0), ci(g, a->S), 1, "s");
+		LLVMValueRef off;
+		if (a->bhsd)
+			off = mul(g, add(g, mul(g, task, ci(g, a->S)), s), ci(g, a->hd));
+		else
+			off = add(g, mul(g, add(g, mul(g, b, ci(g, a->S)), s), ci(g, a->Hkv * a->hd)), mul(g, kh, ci(g, a->hd)));
+		LLVMValueRef ks = hg_gepf(g, c[C_K], off), vs = hg_gepf(g, c[C_V], off);
+		LLVMValueRef crow = a->rope ? rope_row(g, a, c[C_POS], b, s) : NULL;
+		LLVMValueRef j = add(g, s, ci(g, a->P));
+		STORE_ROW(j, r16(g, row_elem(g, a, ks, e, a->rope, c[C_COS], c[C_SIN], crow), a->fp16),
+		          r16(g, hg_load(g, g->t_f32, vs, e), a->fp16));
+		hg_loop_end(g, &ls);
+	}
+#undef STORE_ROW
+	if (a->Lp > a->L) {
+		HgLoop lj;
+		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, a->L), ci(g, a->Lp), 1, "jz");
+		HgLoop le;
+		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "ez");
+		hg_store(g, zero, kt, add(g, mul(g, e, ci(g, a->Lp)), j));
+		hg_loop_end(g, &le);
+		HgLoop le2;
+		LLVMValueRef e2 = hg_loop_begin(g, &le2, ci(g, 0), ci(g, a->hdp), 1, "ez2");
+		hg_store(g, zero, vp, add(g, mul(g, j, ci(g, a->hdp)), e2));
+		hg_loop_end(g, &le2);
+		hg_loop_end(g, &lj);
+	}
+	/* the key bias row of batch b, written by its first KV head's task */
+	HgIf fi;
+	hg_if_begin(g, &fi, LLVMBuildICmp(g->b, LLVMIntEQ, kh, ci(g, 0), ""));
+	{
+		LLVMValueRef brow = hg_gepf(g, c[C_BIAS], mul(g, b, ci(g, a->Lp)));
+		HgLoop lj;
+		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), ci(g, a->Lp), 1, "jb");
+		LLVMValueRef inside = LLVMBuildICmp(g->b, LLVMIntSLT, j, ci(g, a->L), "");
+		LLVMValueRef v = zero;
+		if (a->a_mask >= 0) {
+			LLVMValueRef jc = LLVMBuildSelect(g->b, inside, j, ci(g, 0), "");
+			LLVMValueRef mval = load_int(g, a->mask_dt, c[C_MASK], add(g, mul(g, b, ci(g, a->L)), jc));
+			LLVMValueRef off = LLVMBuildICmp(g->b, LLVMIntNE, mval, ci(g, 1), "");
+			v = LLVMBuildSelect(g->b, off, hg_f32(g, -3.4028234663852886e38f), zero, "");
+		}
+		v = LLVMBuildSelect(g->b, inside, v, hg_f32(g, -INFINITY), "");
+		hg_store(g, v, brow, j);
+		hg_loop_end(g, &lj);
+	}
+	hg_if_end(g, &fi);
+	hg_loop_end(g, &lt);
+	hg_par_end(g, &par);
+}
+
+/* ---------------------------------------------------------------- phase 2: attend */
+
+#define MAXBR 8
+#define MAXNC 4
+
+static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef *caps)
+{
+	const int64_t vw = g->vw, Br = a->Br, Bc = a->Bc, NC = Bc / vw, NV = a->hdp / vw;
+	const int64_t D = a->H * a->hd, group = a->H / a->Hkv;
+	WL_ASSERT(Br <= MAXBR && NC <= MAXNC);
+	HgPar par;
+	hg_par_begin(g, &par, api, ci(g, a->B * a->H * a->nqb), caps, C_N, "attn_core");
+	LLVMValueRef *c = par.cap;
+	LLVMValueRef Qs = hg_alloca(g, g->t_f32, Br * a->hd, 64, "qtile");
+	LLVMValueRef Os = hg_alloca(g, g->t_f32, Br * a->hdp, 64, "otile");
+	LLVMValueRef Ps = hg_alloca(g, g->t_f32, Br * Bc, 64, "ptile");
+	LLVMValueRef zero = hg_f32(g, 0.0f), vzero = hg_vconst(g, 0.0f);
+
+	HgLoop lt;
+	LLVMValueRef task = hg_loop_begin(g, &lt, par.i0, par.i1, 1, "task");
+	LLVMValueRef bh = LLVMBuildSDiv(g->b, task, ci(g, a->nqb), "bh");
+	LLVMValueRef qb = LLVMBuildSRem(g->b, task, ci(g, a->nqb), "qb");
+	LLVMValueRef b = LLVMBuildSDiv(g->b, bh, ci(g, a->H), "b");
+	LLVMValueRef h = LLVMBuildSRem(g->b, bh, ci(g, a->H), "h");
+	LLVMValueRef kvt = add(g, mul(g, b, ci(g, a->Hkv)), LLVMBuildSDiv(g->b, h, ci(g, group), "kh"));
+	LLVMValueRef kt = hg_gepf(g, c[C_KT], mul(g, kvt, ci(g, a->hd * a->Lp)));
+	LLVMValueRef vp = hg_gepf(g, c[C_VP], mul(g, kvt, ci(g, a->Lp * a->hdp)));
+	LLVMValueRef brow = hg_gepf(g, c[C_BIAS], mul(g, b, ci(g, a->Lp)));
+	LLVMValueRef t0 = mul(g, qb, ci(g, Br));
+
+	/* query tile: scale · q (rounded, rotated), zero rows past T; O = 0 */
+	for (int64_t i = 0; i < Br; i++) {
+		LLVMValueRef t = add(g, t0, ci(g, i));
+		LLVMValueRef tc = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, t, ci(g, a->T), ""), t, ci(g, a->T - 1), "");
+		LLVMValueRef valid = LLVMBuildICmp(g->b, LLVMIntSLT, t, ci(g, a->T), "");
+		LLVMValueRef src = hg_gepf(g, c[C_Q], add(g, mul(g, add(g, mul(g, b, ci(g, a->T)), tc), ci(g, D)), mul(g, h, ci(g, a->hd))));
+		LLVMValueRef crow = a->rope ? rope_row(g, a, c[C_POS], b, tc) : NULL;
+		HgLoop le;
+		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "qe");
+		LLVMValueRef x = row_elem(g, a, src, e, a->rope, c[C_COS], c[C_SIN], crow);
+		x = LLVMBuildFMul(g->b, x, hg_f32(g, a->scale), "");
+		x = LLVMBuildSelect(g->b, valid, x, zero, "");
+		hg_store(g, x, Qs, add(g, ci(g, i * a->hd), e));
+		hg_loop_end(g, &le);
+		for (int64_t v = 0; v < NV; v++)
+			hg_vstore(g, vzero, Os, ci(g, i * a->hdp + v * vw));
+	}
+
+	/* key blocks [0, kv_end) */
+	LLVMValueRef kv_end = ci(g, a->Lp);
+	if (a->causal) {
+		/* last visible key of the block's last row: P + t0 + Br − 1 */
+		LLVMValueRef e = add(g, t0, ci(g, a->P + Br + Bc - 1));
+		e = mul(g, LLVMBuildSDiv(g->b, e, ci(g, Bc), ""), ci(g, Bc));
+		LLVMValueRef gt = LLVMBuildICmp(g->b, LLVMIntSGT, e, ci(g, a->Lp), "");
+		kv_end = LLVMBuildSelect(g->b, gt, ci(g, a->Lp), e, "kv_end");
+	}
+	HgLoop lj;
+	LLVMValueRef j0 = hg_loop_begin(g, &lj, ci(g, 0), kv_end, Bc, "j0");
+	LLVMValueRef m[MAXBR], l[MAXBR];
+	for (int64_t i = 0; i < Br; i++) {
+		m[i] = hg_loop_carry(g, &lj, hg_f32(g, -FLT_MAX));
+		l[i] = hg_loop_carry(g, &lj, vzero);
+	}
+
+	/* S = Q Kᵀ: Br x Bc tile in registers */
+	HgLoop le;
+	LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "e");
+	LLVMValueRef acc[MAXBR][MAXNC];
+	for (int64_t i = 0; i < Br; i++)
+		for (int64_t cc = 0; cc < NC; cc++)
+			acc[i][cc] = hg_loop_carry(g, &le, vzero);
+	LLVMValueRef krow = add(g, mul(g, e, ci(g, a->Lp)), j0);
+	LLVMValueRef kv[MAXNC];
+	for (int64_t cc = 0; cc < NC; cc++)
+		kv[cc] = hg_vload(g, kt, add(g, krow, ci(g, cc * vw)));
+	for (int64_t i = 0; i < Br; i++) {
+		LLVMValueRef qv = hg_vbroadcast(g, Qs, add(g, ci(g, i * a->hd), e));
+		for (int64_t cc = 0; cc < NC; cc++)
+			hg_loop_next(g, &le, acc[i][cc], hg_fma(g, qv, kv[cc], acc[i][cc]));
+	}
+	hg_loop_end(g, &le);
+
+	/* online softmax per row */
+	LLVMValueRef bias[MAXNC], jv[MAXNC] = {0};
+	for (int64_t cc = 0; cc < NC; cc++)
+		bias[cc] = hg_vload(g, brow, add(g, j0, ci(g, cc * vw)));
+	if (a->causal) {
+		LLVMValueRef lanes[64];
+		for (int64_t k = 0; k < vw; k++)
+			lanes[k] = hg_i32(g, (int32_t)k);
+		LLVMValueRef iota = LLVMConstVector(lanes, (unsigned)vw);
+		LLVMValueRef j0v = hg_vsplat(g, LLVMBuildTrunc(g->b, j0, g->t_i32, ""));
+		for (int64_t cc = 0; cc < NC; cc++)
+			jv[cc] = LLVMBuildAdd(g->b, LLVMBuildAdd(g->b, j0v, iota, ""), hg_vsplat(g, hg_i32(g, (int32_t)(cc * vw))), "jv");
+	}
+	LLVMValueRef alpha[MAXBR];
+	for (int64_t i = 0; i < Br; i++) {
+		LLVMValueRef s[MAXNC];
+		LLVMValueRef mx = NULL;
+		for (int64_t cc = 0; cc < NC; cc++) {
+			s[cc] = LLVMBuildFAdd(g->b, acc[i][cc], bias[cc], "s");
+			if (a->causal) {
+				LLVMValueRef lim = LLVMBuildTrunc(g->b, add(g, t0, ci(g, a->P + i)), g->t_i32, "");
+				LLVMValueRef over = LLVMBuildICmp(g->b, LLVMIntSGT, jv[cc], hg_vsplat(g, lim), "");
+				s[cc] = LLVMBuildSelect(g->b, over, hg_vconst(g, -INFINITY), s[cc], "");
+			}
+			mx = mx ? hg_fmax(g, mx, s[cc]) : s[cc];
+		}
+		LLVMValueRef mnew = hg_fmax(g, m[i], hg_vreduce_max(g, mx));
+		alpha[i] = hg_exp(g, LLVMBuildFSub(g->b, m[i], mnew, ""));
+		LLVMValueRef mv = hg_vsplat(g, mnew), psum = NULL;
+		for (int64_t cc = 0; cc < NC; cc++) {
+			LLVMValueRef p = hg_exp(g, LLVMBuildFSub(g->b, s[cc], mv, ""));
+			hg_vstore(g, p, Ps, ci(g, i * Bc + cc * vw));
+			psum = psum ? LLVMBuildFAdd(g->b, psum, p, "") : p;
+		}
+		LLVMValueRef lnew = hg_fma(g, l[i], hg_vsplat(g, alpha[i]), psum);
+		hg_loop_next(g, &lj, m[i], mnew);
+		hg_loop_next(g, &lj, l[i], lnew);
+	}
+
+	/* O = alpha · O + P V, pvc vectors of the head dimension at a time */
+	for (int64_t v0 = 0; v0 < NV; v0 += a->pvc) {
+		int64_t nv = NV - v0 < a->pvc ? NV - v0 : a->pvc;
+		LLVMValueRef oinit[MAXBR][4];
+		for (int64_t i = 0; i < Br; i++)
+			for (int64_t cv = 0; cv < nv; cv++)
+				oinit[i][cv] = LLVMBuildFMul(g->b, hg_vload(g, Os, ci(g, i * a->hdp + (v0 + cv) * vw)),
+				                             hg_vsplat(g, alpha[i]), "");
+		HgLoop lk;
+		LLVMValueRef jj = hg_loop_begin(g, &lk, ci(g, 0), ci(g, Bc), 1, "jj");
+		LLVMValueRef o[MAXBR][4];
+		for (int64_t i = 0; i < Br; i++)
+			for (int64_t cv = 0; cv < nv; cv++)
+				o[i][cv] = hg_loop_carry(g, &lk, oinit[i][cv]);
+		LLVMValueRef vrow = mul(g, add(g, j0, jj), ci(g, a->hdp));
+		LLVMValueRef vv[4];
+		for (int64_t cv = 0; cv < nv; cv++)
+			vv[cv] = hg_vload(g, vp, add(g, vrow, ci(g, (v0 + cv) * vw)));
+		for (int64_t i = 0; i < Br; i++) {
+			LLVMValueRef pv = hg_vbroadcast(g, Ps, add(g, ci(g, i * Bc), jj));
+			for (int64_t cv = 0; cv < nv; cv++)
+				hg_loop_next(g, &lk, o[i][cv], hg_fma(g, pv, vv[cv], o[i][cv]));
+		}
+		hg_loop_end(g, &lk);
+		for (int64_t i = 0; i < Br; i++)
+			for (int64_t cv = 0; cv < nv; cv++)
+				hg_vstore(g, o[i][cv], Os, ci(g, i * a->hdp + (v0 + cv) * vw));
+	}
+	hg_loop_end(g, &lj);
+
+	/* out = O / l */
+	for (int64_t i = 0; i < Br; i++) {
+		LLVMValueRef t = add(g, t0, ci(g, i));
+		HgIf fi;
+		hg_if_begin(g, &fi, LLVMBuildICmp(g->b, LLVMIntSLT, t, ci(g, a->T), ""));
+		LLVMValueRef inv = LLVMBuildFDiv(g->b, hg_f32(g, 1.0f), hg_vreduce_add(g, l[i]), "");
+		LLVMValueRef invv = hg_vsplat(g, inv);
+		LLVMValueRef dst = hg_gepf(g, c[C_OUT], add(g, mul(g, add(g, mul(g, b, ci(g, a->T)), t), ci(g, D)), mul(g, h, ci(g, a->hd))));
+		for (int64_t v = 0; v < NV; v++) {
+			LLVMValueRef y = r16(g, LLVMBuildFMul(g->b, hg_vload(g, Os, ci(g, i * a->hdp + v * vw)), invv, ""), a->fp16);
+			int64_t left = a->hd - v * vw;
+			if (left >= vw)
+				hg_vstore(g, y, dst, ci(g, v * vw));
+			else
+				hg_vstore_n(g, y, dst, ci(g, v * vw), ci(g, left));
+		}
+		hg_if_end(g, &fi);
+	}
+	hg_loop_end(g, &lt);
+	hg_par_end(g, &par);
+}
+
+static int emit_attn(HostGen *g, const Attn *a, LLVMValueRef fn)
+{
+	LLVMValueRef api = hg_api(g, fn);
+	LLVMValueRef scr = hg_arg(g, fn, a->a_scr);
+	LLVMValueRef caps[C_N];
+	caps[C_Q] = hg_arg(g, fn, a->a_q);
+	caps[C_K] = hg_arg(g, fn, a->a_k);
+	caps[C_V] = hg_arg(g, fn, a->a_v);
+	caps[C_PK] = arg_or_null(g, fn, a->a_pk);
+	caps[C_PV] = arg_or_null(g, fn, a->a_pv);
+	caps[C_COS] = arg_or_null(g, fn, a->a_cos);
+	caps[C_SIN] = arg_or_null(g, fn, a->a_sin);
+	caps[C_MASK] = arg_or_null(g, fn, a->a_mask);
+	caps[C_POS] = arg_or_null(g, fn, a->a_pos);
+	caps[C_OUT] = hg_arg(g, fn, a->a_out);
+	caps[C_PRK] = arg_or_null(g, fn, a->a_prk);
+	caps[C_PRV] = arg_or_null(g, fn, a->a_prv);
+	caps[C_KT] = byte_off(g, scr, a->off_kt);
+	caps[C_VP] = byte_off(g, scr, a->off_vp);
+	caps[C_BIAS] = byte_off(g, scr, a->off_bias);
+	if (a->B * a->T * a->H == 0)
+		return WL_OK;
+	emit_pack(g, a, api, caps);
+	emit_attend(g, a, api, caps);
+	return WL_OK;
+}
+
+/* ---------------------------------------------------------------- entry points */
+
+int hg_emit_whisper_attention(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
+{
+	Attn a;
+	if (wa_parse(g, n, &a, d))
+		return WL_ERR;
+	return emit_attn(g, &a, fn);
+}
+
+int hg_emit_gqa(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
+{
+	Attn a;
+	if (gqa_parse(g, n, &a, d))
+		return WL_ERR;
+	return emit_attn(g, &a, fn);
+}
+
+uint64_t hg_scratch_whisper_attention(HostGen *g, const Node *n)
+{
+	Attn a;
+	Diag d = {0};
+	if (wa_parse(g, n, &a, &d))
+		return 0;
+	return a.scratch;
+}
+
+uint64_t hg_scratch_gqa(HostGen *g, const Node *n)
+{
+	Attn a;
+	Diag d = {0};
+	if (gqa_parse(g, n, &a, &d))
+		return 0;
+	return a.scratch;
+}

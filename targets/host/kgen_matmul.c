@@ -1,0 +1,639 @@
+/* kgen_matmul.c — host kernel for ai.wlower.MatMulNBits (docs/OPS.md).
+ *
+ * Y[M, N] = A[M, K] · W[K, N] + bias, W given as 4-bit blocks (bits 4), as
+ * float32 [K, N] (bits 32), or float32 [N, K] (bits 32, trans_b = 1, the
+ * tied LM head read in place); `splits` cut N into several outputs.
+ *
+ * Register-blocked GEMM, vw = 16 (AVX-512) or 8 (AVX2) floats per vector:
+ * a micro-kernel computes an MR x NR tile of Y (NR = 2 vectors = 32 or 16
+ * columns, MR = 12 or 6 rows; accumulators stay in registers over the whole
+ * K loop). For every k it broadcasts A[m, k] of the MR rows and multiplies
+ * them (llvm.fma) with the NR weights of row k.
+ *
+ * 4-bit weights stay 4-bit: hg_prepare_matmul_nbits repacks them (at compile
+ * time, into weights.bin) N-interleaved per NR-column panel: panel t, k pair
+ * p holds NR bytes, byte j = q[2p][n] | q[2p+1][n] << 4 for n = t·NR + j; per
+ * (panel, k block) a row of NR scales and a row of NR offsets (−zp·scale).
+ * The micro-kernel zero-extends 16 bytes into an integer vector, splits the
+ * nibbles (and 15, shift 4), converts, and dequantizes in registers with one
+ * fma (q·scale + offset) per vector: no float weight buffer exists. Each
+ * split is padded to whole panels (zero weights), so loads are never masked;
+ * stores of a split's last, partial panel are.
+ *
+ * Work split: tasks = M tiles x N groups (N groups only when M is small,
+ * e.g. one token), run through api->parallel_for. Bias is added in the
+ * epilogue (fused); the outputs of `splits` are written directly.
+ *
+ * Epilogue fusion (hg_prepare_matmul_nbits, single-output nodes): a
+ * following erf GELU and then a residual Add (same shape, computed before
+ * this node) are absorbed; the residual becomes input 5. The environment
+ * variable WLOWER_HOST_NO_EPILOGUE=1 turns this off (A/B measurements).
+ *
+ * Activations are read in place (no packed A panel: with the accumulators
+ * kept over the whole K loop the MR rows are broadcast from L1/L2 at fixed
+ * offsets, which measured the same).
+ *
+ * trans_b = 1: dot products along K (vectors over k) for 4 columns x up to 4
+ * rows at a time, reduced horizontally at the end; parallel over columns.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "hostgen.h"
+
+static const char *mname(HostGen *g) { return g->opt && g->opt->model_path ? g->opt->model_path : "model"; }
+
+#define MAXSPLIT 24
+
+typedef struct MM {
+	const Node *n;
+	int64_t M, K, N, bits, block, kblocks, trans_b;
+	int nsplit;
+	int64_t soff[MAXSPLIT], slen[MAXSPLIT], tstart[MAXSPLIT + 1];  /* column offset, width, first panel */
+	int64_t T;               /* panels */
+	int NR, NV, MR;
+	bool packed, has_tail, has_bias;
+	int act;                 /* epilogue: 1 = GELU (erf) */
+	bool has_res;            /* epilogue: + residual (input 5, shape of Y) */
+	/* inside the body */
+	LLVMValueRef A, B, SC, OF, bias, res, Y[MAXSPLIT];
+} MM;
+
+static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
+{
+	memset(mm, 0, sizeof *mm);
+	mm->n = n;
+	mm->K = attr_int(n, "K", -1);
+	mm->N = attr_int(n, "N", -1);
+	mm->bits = attr_int(n, "bits", 4);
+	mm->block = attr_int(n, "block_size", 0);
+	mm->trans_b = attr_int(n, "trans_b", 0);
+	mm->packed = attr_int(n, "host_packed", 0) != 0;
+	if (n->ninputs < 2 || !n->inputs[0] || !n->inputs[1])
+		return diag_fail(d, "%s: node '%s': MatMulNBits needs A and B", mname(g), n->name);
+	if (mm->K <= 0 || mm->N <= 0)
+		return diag_fail(d, "%s: node '%s': MatMulNBits needs positive K and N", mname(g), n->name);
+	if (mm->bits != 4 && mm->bits != 32)
+		return diag_fail(d, "%s: node '%s': MatMulNBits bits=%lld is not supported on host (4 or 32)", mname(g),
+		                 n->name, (long long)mm->bits);
+	if (mm->bits == 4) {
+		if (mm->block < 16 || (mm->block & (mm->block - 1)) || mm->K % mm->block)
+			return diag_fail(d, "%s: node '%s': MatMulNBits on host needs K (%lld) a multiple of block_size (%lld, a power of 2 >= 16)",
+			                 mname(g), n->name, (long long)mm->K, (long long)mm->block);
+		mm->kblocks = mm->K / mm->block;
+	}
+	const Value *a = n->inputs[0];
+	int64_t dims[8];
+	int r = hg_dims(g, n, a, dims, d);
+	if (r < 0)
+		return WL_ERR;
+	if (r < 1 || dims[r - 1] != mm->K || a->type.elem != DT_FLOAT)
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected float32 [..., K=%lld]", mname(g), n->name, a->name,
+		                 (long long)mm->K);
+	mm->M = hg_numel(a) / mm->K;
+	const Attr *sp = node_attr(n, "splits");
+	if (sp && sp->type == AT_INTS && sp->n > 0) {
+		if (sp->n > MAXSPLIT || sp->n != n->noutputs)
+			return diag_fail(d, "%s: node '%s': MatMulNBits: %d splits for %d outputs (host: at most %d)", mname(g),
+			                 n->name, sp->n, n->noutputs, MAXSPLIT);
+		mm->nsplit = sp->n;
+		int64_t off = 0;
+		for (int i = 0; i < sp->n; i++) {
+			if (sp->ints[i] <= 0)
+				return diag_fail(d, "%s: node '%s': MatMulNBits: splits must be positive", mname(g), n->name);
+			mm->soff[i] = off;
+			mm->slen[i] = sp->ints[i];
+			off += sp->ints[i];
+		}
+		if (off != mm->N)
+			return diag_fail(d, "%s: node '%s': MatMulNBits: splits sum to %lld, N is %lld", mname(g), n->name,
+			                 (long long)off, (long long)mm->N);
+	} else {
+		if (n->noutputs != 1)
+			return diag_fail(d, "%s: node '%s': MatMulNBits: %d outputs without splits", mname(g), n->name,
+			                 n->noutputs);
+		mm->nsplit = 1;
+		mm->slen[0] = mm->N;
+	}
+	for (int i = 0; i < n->noutputs; i++)
+		if (!n->outputs[i])
+			return diag_fail(d, "%s: node '%s': MatMulNBits: absent outputs are not supported on host", mname(g),
+			                 n->name);
+	if (mm->trans_b && mm->nsplit > 1)
+		return diag_fail(d, "%s: node '%s': MatMulNBits: trans_b=1 with splits is not supported on host", mname(g),
+		                 n->name);
+	mm->NV = 2;
+	mm->NR = mm->NV * g->vw;
+	mm->MR = g->avx512 ? 12 : 6;
+	for (int i = 0; i < mm->nsplit; i++) {
+		mm->tstart[i] = mm->T;
+		mm->T += (mm->slen[i] + mm->NR - 1) / mm->NR;
+		if (mm->slen[i] % mm->NR)
+			mm->has_tail = true;
+	}
+	mm->tstart[mm->nsplit] = mm->T;
+	mm->has_bias = n->ninputs > 4 && n->inputs[4];
+	mm->act = (int)attr_int(n, "host_act", 0);
+	mm->has_res = n->ninputs > 5 && n->inputs[5];
+	return WL_OK;
+}
+
+/* ---------------------------------------------------------------- repacking */
+
+static Value *new_init(Graph *gr, const char *hint, int dtype, int64_t count, void **data)
+{
+	Value *v = graph_new_value(gr, hint);
+	int64_t dims[1] = {count};
+	Tensor *t = tensor_new(gr->mod->arena, v->name, dtype, 1, dims);
+	*data = tensor_alloc_data(gr->mod->arena, t);
+	graph_set_init(gr, v, t);
+	type_set_tensor(gr->mod->arena, &v->type, dtype, 1, dims);
+	return v;
+}
+
+/* the only user of v, if v has exactly one and is not a graph output */
+static Node *sole_user(const Value *v, int *slot)
+{
+	if (v->is_output || v->nusers != 1)
+		return NULL;
+	*slot = v->users[0].slot;
+	return v->users[0].node;
+}
+
+static bool produced_before(const Value *r, const Node *n)
+{
+	if (!r->producer)
+		return true;
+	for (const Node *p = n->graph->first; p && p != n; p = p->next)
+		if (p == r->producer)
+			return true;
+	return false;
+}
+
+/* the node's output takes the place of u's output; u is removed */
+static void absorb(Node *n, Node *u)
+{
+	Value *t = n->outputs[0], *y = u->outputs[0];
+	node_remove(u);
+	n->outputs[0] = y;
+	y->producer = n;
+	y->producer_slot = 0;
+	t->producer = NULL;
+}
+
+/* Epilogue fusion (one output, no splits): a following erf GELU, then a
+ * following residual Add of a same-shape value computed before this node. */
+static void fuse_epilogue(Node *n)
+{
+	if (n->noutputs != 1 || !n->outputs[0] || node_attr(n, "host_act") || n->ninputs > 5)
+		return;
+	int slot;
+	Node *u = sole_user(n->outputs[0], &slot);
+	if (u && !strcmp(u->op_type, "Gelu") && u->noutputs == 1 && u->outputs[0] &&
+	    !strcmp(attr_string(u, "approximate", "none"), "none") &&
+	    (!u->domain || !*u->domain || !strcmp(u->domain, "ai.wlower"))) {
+		absorb(n, u);
+		node_add_attr(n, "host_act", AT_INT)->i = 1;
+	}
+	u = sole_user(n->outputs[0], &slot);
+	if (!u || strcmp(u->op_type, "Add") || (u->domain && *u->domain) || u->ninputs != 2 || u->noutputs != 1 ||
+	    !u->outputs[0] || !u->inputs[0] || !u->inputs[1])
+		return;
+	Value *r = u->inputs[1 - slot], *t = n->outputs[0];
+	if (r == t || r->type.elem != DT_FLOAT || !type_shape_known(&r->type) || !type_shape_known(&t->type) ||
+	    type_numel(&r->type) != type_numel(&t->type) || r->type.rank != t->type.rank ||
+	    !type_equal(&u->outputs[0]->type, &t->type) || !produced_before(r, n))
+		return;
+	for (int i = 0; i < r->type.rank; i++)
+		if (r->type.dims[i].value != t->type.dims[i].value)
+			return;
+	absorb(n, u);
+	while (n->ninputs < 5)
+		node_add_input(n, NULL);
+	node_add_input(n, r);
+}
+
+int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
+{
+	MM mm;
+	if (mm_read(g, n, &mm, d) != WL_OK)
+		return WL_ERR;
+	if (mm.nsplit == 1 && !getenv("WLOWER_HOST_NO_EPILOGUE"))
+		fuse_epilogue(n);
+	if (mm.bits != 4 || mm.packed)
+		return WL_OK;
+	const Value *B = n->inputs[1], *S = n->ninputs > 2 ? n->inputs[2] : NULL, *Z = n->ninputs > 3 ? n->inputs[3] : NULL;
+	const Value *bias = mm.has_bias ? n->inputs[4] : NULL;
+	int64_t blob = mm.block / 2, zp_row = (mm.kblocks * 4 + 7) / 8;
+	if (!B->init || B->init->dtype != DT_UINT8 || (int64_t)B->init->nbytes != mm.N * mm.kblocks * blob)
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected a constant uint8 [%lld,%lld,%lld]", mname(g),
+		                 n->name, B->name, (long long)mm.N, (long long)mm.kblocks, (long long)blob);
+	if (!S || !S->init || S->init->dtype != DT_FLOAT || tensor_numel(S->init) != mm.N * mm.kblocks)
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected %lld constant float scales", mname(g), n->name,
+		                 S ? S->name : "", (long long)(mm.N * mm.kblocks));
+	if (Z && (!Z->init || !((Z->init->dtype == DT_UINT8 && tensor_numel(Z->init) == mm.N * zp_row) ||
+	                        (Z->init->dtype == DT_FLOAT && tensor_numel(Z->init) == mm.N * mm.kblocks))))
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected constant zero points (%lld uint8 or %lld float)",
+		                 mname(g), n->name, Z->name, (long long)(mm.N * zp_row), (long long)(mm.N * mm.kblocks));
+	if (bias && (!bias->init || bias->init->dtype != DT_FLOAT || tensor_numel(bias->init) != mm.N))
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected a constant float bias [%lld]", mname(g), n->name,
+		                 bias->name, (long long)mm.N);
+	const uint8_t *q = B->init->data, *zq = Z && Z->init->dtype == DT_UINT8 ? Z->init->data : NULL;
+	const float *zf = Z && Z->init->dtype == DT_FLOAT ? Z->init->data : NULL;
+	const float *bs = bias ? bias->init->data : NULL;
+	int64_t NR = mm.NR, T = mm.T, K = mm.K;
+	Graph *gr = n->graph;
+	void *pb, *ps, *po, *pbias = NULL;
+	Value *vb = new_init(gr, "host_w4", DT_UINT8, T * (K / 2) * NR, &pb);
+	Value *vs = new_init(gr, "host_scale", DT_FLOAT, T * mm.kblocks * NR, &ps);
+	Value *vo = new_init(gr, "host_offset", DT_FLOAT, T * mm.kblocks * NR, &po);
+	Value *vbias = bias ? new_init(gr, "host_bias", DT_FLOAT, T * NR, &pbias) : NULL;
+	uint8_t *ob = pb;
+	float *os = ps, *oo = po, *obias = pbias;
+	for (int s = 0; s < mm.nsplit; s++)
+		for (int64_t t = mm.tstart[s]; t < mm.tstart[s + 1]; t++)
+			for (int64_t j = 0; j < NR; j++) {
+				int64_t c = (t - mm.tstart[s]) * NR + j;
+				if (c >= mm.slen[s])
+					continue; /* padding: zero weights, scales, offsets, bias */
+				int64_t col = mm.soff[s] + c;
+				if (obias)
+					obias[t * NR + j] = bs[col];
+				for (int64_t kb = 0; kb < mm.kblocks; kb++) {
+					float sc = ((const float *)S->init->data)[col * mm.kblocks + kb], zp = 8.0f;
+					if (zq)
+						zp = (float)((zq[col * zp_row + kb / 2] >> ((kb & 1) * 4)) & 15);
+					else if (zf)
+						zp = zf[col * mm.kblocks + kb];
+					os[(t * mm.kblocks + kb) * NR + j] = sc;
+					oo[(t * mm.kblocks + kb) * NR + j] = -zp * sc;
+				}
+				for (int64_t p = 0; p < K / 2; p++) {
+					/* k = 2p, 2p+1 live in one byte of the source blob (low nibble first) */
+					int64_t kb = (2 * p) / mm.block, r = (2 * p) % mm.block;
+					ob[(t * (K / 2) + p) * NR + j] = q[(col * mm.kblocks + kb) * blob + r / 2];
+				}
+			}
+	node_set_input(n, 1, vb);
+	node_set_input(n, 2, vs);
+	while (n->ninputs < 5)
+		node_add_input(n, NULL);
+	node_set_input(n, 3, vo);
+	node_set_input(n, 4, vbias);
+	node_add_attr(n, "host_packed", AT_INT)->i = 1;
+	return WL_OK;
+}
+
+uint64_t hg_scratch_matmul_nbits(HostGen *g, const Node *n) { (void)g; (void)n; return 0; }
+
+/* ---------------------------------------------------------------- micro-kernel (trans_b = 0) */
+
+/* which split panel t belongs to: output pointer, ldc, local column */
+static void panel_target(HostGen *g, MM *mm, LLVMValueRef t, LLVMValueRef *y, LLVMValueRef *ldc, LLVMValueRef *c0,
+                         LLVMValueRef *col)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef Y = mm->Y[0], L = hg_i64(g, mm->slen[0]), T0 = hg_i64(g, 0), O = hg_i64(g, 0);
+	for (int s = 1; s < mm->nsplit; s++) {
+		LLVMValueRef ge = LLVMBuildICmp(b, LLVMIntSGE, t, hg_i64(g, mm->tstart[s]), "");
+		Y = LLVMBuildSelect(b, ge, mm->Y[s], Y, "");
+		L = LLVMBuildSelect(b, ge, hg_i64(g, mm->slen[s]), L, "");
+		T0 = LLVMBuildSelect(b, ge, hg_i64(g, mm->tstart[s]), T0, "");
+		O = LLVMBuildSelect(b, ge, hg_i64(g, mm->soff[s]), O, "");
+	}
+	*y = Y;
+	*ldc = L;
+	*c0 = LLVMBuildMul(b, LLVMBuildSub(b, t, T0, ""), hg_i64(g, mm->NR), "");
+	*col = LLVMBuildAdd(b, O, *c0, "");
+}
+
+/* lanes valid in vector h of a panel: clamp(ldc − c0 − h·vw, 0, vw) */
+static LLVMValueRef lanes(HostGen *g, LLVMValueRef ldc, LLVMValueRef c0, int h)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef r = LLVMBuildSub(b, LLVMBuildSub(b, ldc, c0, ""), hg_i64(g, (int64_t)h * g->vw), "");
+	r = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, r, hg_i64(g, 0), ""), hg_i64(g, 0), r, "");
+	return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, r, hg_i64(g, g->vw), ""), hg_i64(g, g->vw), r, "");
+}
+
+/* Y[m0 .. m0+mr, panel t] = A · W + bias */
+static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
+{
+	LLVMBuilderRef b = g->b;
+	int NV = mm->NV, vw = g->vw;
+	LLVMValueRef y, ldc, c0, col;
+	panel_target(g, mm, t, &y, &ldc, &c0, &col);
+	LLVMValueRef nl[4] = {0};
+	if (mm->has_tail)
+		for (int h = 0; h < NV; h++)
+			nl[h] = lanes(g, ldc, c0, h);
+	LLVMValueRef arow = hg_gepf(g, mm->A, LLVMBuildMul(b, m0, hg_i64(g, mm->K), ""));
+	LLVMValueRef acc[16][4];
+	for (int i = 0; i < mr; i++)
+		for (int h = 0; h < NV; h++)
+			acc[i][h] = hg_vconst(g, 0.0f);
+	if (mm->bits == 4) {
+		int64_t half = mm->block / 2;
+		LLVMTypeRef vi8 = LLVMVectorType(g->t_i8, (unsigned)vw);
+		LLVMValueRef wt = hg_gep(g, g->t_i8, mm->B, LLVMBuildMul(b, t, hg_i64(g, mm->K / 2 * mm->NR), ""));
+		LLVMValueRef st = hg_gepf(g, mm->SC, LLVMBuildMul(b, t, hg_i64(g, mm->kblocks * mm->NR), ""));
+		LLVMValueRef ot = hg_gepf(g, mm->OF, LLVMBuildMul(b, t, hg_i64(g, mm->kblocks * mm->NR), ""));
+		HgLoop lb;
+		LLVMValueRef kb = hg_loop_begin(g, &lb, hg_i64(g, 0), hg_i64(g, mm->kblocks), 1, "kb");
+		LLVMValueRef cb[16][4];
+		for (int i = 0; i < mr; i++)
+			for (int h = 0; h < NV; h++)
+				cb[i][h] = hg_loop_carry(g, &lb, acc[i][h]);
+		LLVMValueRef sv[4], ov[4];
+		LLVMValueRef so = LLVMBuildMul(b, kb, hg_i64(g, mm->NR), "");
+		for (int h = 0; h < NV; h++) {
+			sv[h] = hg_vload(g, st, LLVMBuildAdd(b, so, hg_i64(g, h * vw), ""));
+			ov[h] = hg_vload(g, ot, LLVMBuildAdd(b, so, hg_i64(g, h * vw), ""));
+		}
+		LLVMValueRef k0 = LLVMBuildMul(b, kb, hg_i64(g, mm->block), "");
+		HgLoop lp;
+		LLVMValueRef pp = hg_loop_begin(g, &lp, hg_i64(g, 0), hg_i64(g, half), 1, "kp");
+		LLVMValueRef cp[16][4];
+		for (int i = 0; i < mr; i++)
+			for (int h = 0; h < NV; h++)
+				cp[i][h] = hg_loop_carry(g, &lp, cb[i][h]);
+		LLVMValueRef pair = LLVMBuildAdd(b, LLVMBuildMul(b, kb, hg_i64(g, half), ""), pp, "");
+		LLVMValueRef k = LLVMBuildAdd(b, k0, LLVMBuildMul(b, pp, hg_i64(g, 2), ""), "k");
+		LLVMValueRef wlo[4], whi[4];
+		for (int h = 0; h < NV; h++) {
+			LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, pair, hg_i64(g, mm->NR), ""), hg_i64(g, h * vw), "");
+			LLVMValueRef q8 = LLVMBuildLoad2(b, vi8, hg_gep(g, g->t_i8, wt, off), "q8");
+			LLVMSetAlignment(q8, 1);
+			LLVMValueRef q = LLVMBuildZExt(b, q8, g->t_vi32, "");
+			LLVMValueRef lo = LLVMBuildAnd(b, q, hg_vsplat(g, hg_i32(g, 15)), "");
+			LLVMValueRef hi = LLVMBuildLShr(b, q, hg_vsplat(g, hg_i32(g, 4)), "");
+			wlo[h] = hg_fma(g, LLVMBuildSIToFP(b, lo, g->t_vf, ""), sv[h], ov[h]);
+			whi[h] = hg_fma(g, LLVMBuildSIToFP(b, hi, g->t_vf, ""), sv[h], ov[h]);
+		}
+		for (int i = 0; i < mr; i++) {
+			LLVMValueRef ai = LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * mm->K), "");
+			LLVMValueRef a0 = hg_vbroadcast(g, arow, ai);
+			LLVMValueRef a1 = hg_vbroadcast(g, arow, LLVMBuildAdd(b, ai, hg_i64(g, 1), ""));
+			for (int h = 0; h < NV; h++) {
+				LLVMValueRef v = hg_fma(g, a0, wlo[h], cp[i][h]);
+				hg_loop_next(g, &lp, cp[i][h], hg_fma(g, a1, whi[h], v));
+			}
+		}
+		hg_loop_end(g, &lp);
+		for (int i = 0; i < mr; i++)
+			for (int h = 0; h < NV; h++)
+				hg_loop_next(g, &lb, cb[i][h], cp[i][h]);
+		hg_loop_end(g, &lb);
+		for (int i = 0; i < mr; i++)
+			for (int h = 0; h < NV; h++)
+				acc[i][h] = cb[i][h];
+	} else {
+		/* float W [K, N]: row k, columns col .. col+NR */
+		HgLoop lk;
+		LLVMValueRef k = hg_loop_begin(g, &lk, hg_i64(g, 0), hg_i64(g, mm->K), 1, "k");
+		LLVMValueRef ck[16][4];
+		for (int i = 0; i < mr; i++)
+			for (int h = 0; h < NV; h++)
+				ck[i][h] = hg_loop_carry(g, &lk, acc[i][h]);
+		LLVMValueRef w[4];
+		LLVMValueRef wo = LLVMBuildAdd(b, LLVMBuildMul(b, k, hg_i64(g, mm->N), ""), col, "");
+		for (int h = 0; h < NV; h++) {
+			LLVMValueRef o = LLVMBuildAdd(b, wo, hg_i64(g, h * vw), "");
+			w[h] = mm->has_tail ? hg_vload_n(g, mm->B, o, nl[h]) : hg_vload(g, mm->B, o);
+		}
+		for (int i = 0; i < mr; i++) {
+			LLVMValueRef a = hg_vbroadcast(g, arow, LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * mm->K), ""));
+			for (int h = 0; h < NV; h++)
+				hg_loop_next(g, &lk, ck[i][h], hg_fma(g, a, w[h], ck[i][h]));
+		}
+		hg_loop_end(g, &lk);
+		for (int i = 0; i < mr; i++)
+			for (int h = 0; h < NV; h++)
+				acc[i][h] = ck[i][h];
+	}
+	/* epilogue: + bias, store */
+	LLVMValueRef bv[4] = {0};
+	if (mm->has_bias)
+		for (int h = 0; h < NV; h++) {
+			if (mm->packed)
+				bv[h] = hg_vload(g, mm->bias, LLVMBuildAdd(b, LLVMBuildMul(b, t, hg_i64(g, mm->NR), ""),
+				                                           hg_i64(g, h * vw), ""));
+			else if (mm->has_tail)
+				bv[h] = hg_vload_n(g, mm->bias, LLVMBuildAdd(b, col, hg_i64(g, h * vw), ""), nl[h]);
+			else
+				bv[h] = hg_vload(g, mm->bias, LLVMBuildAdd(b, col, hg_i64(g, h * vw), ""));
+		}
+	LLVMValueRef yrow = LLVMBuildMul(b, m0, ldc, "");
+	for (int i = 0; i < mr; i++) {
+		LLVMValueRef yo = LLVMBuildAdd(b, LLVMBuildAdd(b, yrow, LLVMBuildMul(b, hg_i64(g, i), ldc, ""), ""), c0, "");
+		for (int h = 0; h < NV; h++) {
+			LLVMValueRef v = acc[i][h];
+			if (bv[h])
+				v = LLVMBuildFAdd(b, v, bv[h], "");
+			if (mm->act == 1)
+				v = hg_gelu(g, v);
+			LLVMValueRef o = LLVMBuildAdd(b, yo, hg_i64(g, h * vw), "");
+			if (mm->has_res)
+				v = LLVMBuildFAdd(b, v, mm->has_tail ? hg_vload_n(g, mm->res, o, nl[h]) : hg_vload(g, mm->res, o), "");
+			if (mm->has_tail)
+				hg_vstore_n(g, v, y, o, nl[h]);
+			else
+				hg_vstore(g, v, y, o);
+		}
+	}
+}
+
+static int emit_gemm(HostGen *g, MM *mm, LLVMValueRef fn)
+{
+	LLVMBuilderRef b = g->b;
+	const Node *n = mm->n;
+	int64_t mtiles = (mm->M + mm->MR - 1) / mm->MR;
+	int tail_mr = (int)(mm->M % mm->MR);
+	int64_t ngroups = (32 + mtiles - 1) / mtiles;
+	if (ngroups > mm->T)
+		ngroups = mm->T;
+	if (ngroups < 1)
+		ngroups = 1;
+	int64_t tpg = (mm->T + ngroups - 1) / ngroups;
+	ngroups = (mm->T + tpg - 1) / tpg;
+	LLVMValueRef caps[HG_MAX_CAP];
+	int nc = 0;
+	caps[nc++] = hg_arg(g, fn, 0);
+	caps[nc++] = hg_arg(g, fn, 1);
+	caps[nc++] = n->ninputs > 2 && n->inputs[2] ? hg_arg(g, fn, 2) : LLVMConstNull(g->t_ptr);
+	caps[nc++] = n->ninputs > 3 && n->inputs[3] ? hg_arg(g, fn, 3) : LLVMConstNull(g->t_ptr);
+	caps[nc++] = mm->has_bias ? hg_arg(g, fn, 4) : LLVMConstNull(g->t_ptr);
+	caps[nc++] = mm->has_res ? hg_arg(g, fn, 5) : LLVMConstNull(g->t_ptr);
+	for (int s = 0; s < mm->nsplit; s++)
+		caps[nc++] = hg_arg(g, fn, n->ninputs + s);
+	HgPar p;
+	hg_par_begin(g, &p, hg_api(g, fn), hg_i64(g, mtiles * ngroups), caps, nc, "gemm");
+	mm->A = p.cap[0];
+	mm->B = p.cap[1];
+	mm->SC = p.cap[2];
+	mm->OF = p.cap[3];
+	mm->bias = p.cap[4];
+	mm->res = p.cap[5];
+	for (int s = 0; s < mm->nsplit; s++)
+		mm->Y[s] = p.cap[6 + s];
+	HgLoop lt;
+	LLVMValueRef task = hg_loop_begin(g, &lt, p.i0, p.i1, 1, "task");
+	LLVMValueRef mt = LLVMBuildSDiv(b, task, hg_i64(g, ngroups), "mt");
+	LLVMValueRef ng = LLVMBuildSRem(b, task, hg_i64(g, ngroups), "ng");
+	LLVMValueRef t0 = LLVMBuildMul(b, ng, hg_i64(g, tpg), "");
+	LLVMValueRef t1 = LLVMBuildAdd(b, t0, hg_i64(g, tpg), "");
+	t1 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, t1, hg_i64(g, mm->T), ""), t1, hg_i64(g, mm->T), "");
+	LLVMValueRef m0 = LLVMBuildMul(b, mt, hg_i64(g, mm->MR), "m0");
+	int main_mr = mm->M < mm->MR ? (int)mm->M : mm->MR;
+	HgIf f;
+	bool split_tail = tail_mr && mm->M > mm->MR;
+	if (split_tail)
+		hg_if_begin(g, &f, LLVMBuildICmp(b, LLVMIntEQ, mt, hg_i64(g, mtiles - 1), ""));
+	for (int pass = 0; pass < (split_tail ? 2 : 1); pass++) {
+		int mr = split_tail && pass == 0 ? tail_mr : main_mr;
+		if (pass == 1)
+			hg_if_else(g, &f);
+		HgLoop ln;
+		LLVMValueRef t = hg_loop_begin(g, &ln, t0, t1, 1, "t");
+		tile(g, mm, m0, mr, t);
+		hg_loop_end(g, &ln);
+	}
+	if (split_tail)
+		hg_if_end(g, &f);
+	hg_loop_end(g, &lt);
+	hg_par_end(g, &p);
+	return WL_OK;
+}
+
+/* ---------------------------------------------------------------- trans_b = 1 (dot products) */
+
+static void dot_tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef n0, int nc)
+{
+	LLVMBuilderRef b = g->b;
+	int64_t K = mm->K, full = K / g->vw * g->vw;
+	LLVMValueRef arow = hg_gepf(g, mm->A, LLVMBuildMul(b, m0, hg_i64(g, K), ""));
+	LLVMValueRef brow = hg_gepf(g, mm->B, LLVMBuildMul(b, n0, hg_i64(g, K), ""));
+	LLVMValueRef acc[4][4];
+	for (int i = 0; i < mr; i++)
+		for (int j = 0; j < nc; j++)
+			acc[i][j] = hg_vconst(g, 0.0f);
+	for (int pass = 0; pass < 2; pass++) {
+		int64_t lo = pass ? full : 0, hi = pass ? K : full;
+		if (hi <= lo)
+			continue;
+		LLVMValueRef rem = pass ? hg_i64(g, K - full) : NULL;
+		HgLoop l;
+		LLVMValueRef k = hg_loop_begin(g, &l, hg_i64(g, lo), hg_i64(g, pass ? lo + 1 : hi), pass ? 1 : g->vw, "k");
+		LLVMValueRef c[4][4];
+		for (int i = 0; i < mr; i++)
+			for (int j = 0; j < nc; j++)
+				c[i][j] = hg_loop_carry(g, &l, acc[i][j]);
+		LLVMValueRef av[4], bvv[4];
+		for (int i = 0; i < mr; i++) {
+			LLVMValueRef o = LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * K), "");
+			av[i] = rem ? hg_vload_n(g, arow, o, rem) : hg_vload(g, arow, o);
+		}
+		for (int j = 0; j < nc; j++) {
+			LLVMValueRef o = LLVMBuildAdd(b, k, hg_i64(g, (int64_t)j * K), "");
+			bvv[j] = rem ? hg_vload_n(g, brow, o, rem) : hg_vload(g, brow, o);
+		}
+		for (int i = 0; i < mr; i++)
+			for (int j = 0; j < nc; j++)
+				hg_loop_next(g, &l, c[i][j], hg_fma(g, av[i], bvv[j], c[i][j]));
+		hg_loop_end(g, &l);
+		for (int i = 0; i < mr; i++)
+			for (int j = 0; j < nc; j++)
+				acc[i][j] = c[i][j];
+	}
+	for (int i = 0; i < mr; i++)
+		for (int j = 0; j < nc; j++) {
+			LLVMValueRef s = hg_vreduce_add(g, acc[i][j]);
+			LLVMValueRef col = LLVMBuildAdd(b, n0, hg_i64(g, j), "");
+			if (mm->has_bias)
+				s = LLVMBuildFAdd(b, s, hg_load(g, g->t_f32, mm->bias, col), "");
+			if (mm->act == 1)
+				s = hg_gelu(g, s);
+			LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, m0, hg_i64(g, i), ""), hg_i64(g, mm->N), ""),
+			                              col, "");
+			if (mm->has_res)
+				s = LLVMBuildFAdd(b, s, hg_load(g, g->t_f32, mm->res, o), "");
+			hg_store(g, s, mm->Y[0], o);
+		}
+}
+
+static int emit_dot(HostGen *g, MM *mm, LLVMValueRef fn)
+{
+	LLVMBuilderRef b = g->b;
+	enum { DM = 4, DN = 4, CPT = 64 };  /* rows, columns per tile; columns per task */
+	int64_t ntasks = (mm->N + CPT - 1) / CPT;
+	LLVMValueRef caps[5] = {hg_arg(g, fn, 0), hg_arg(g, fn, 1),
+	                        mm->has_bias ? hg_arg(g, fn, 4) : LLVMConstNull(g->t_ptr), hg_arg(g, fn, mm->n->ninputs),
+	                        mm->has_res ? hg_arg(g, fn, 5) : LLVMConstNull(g->t_ptr)};
+	HgPar p;
+	hg_par_begin(g, &p, hg_api(g, fn), hg_i64(g, ntasks), caps, 5, "dot");
+	mm->res = p.cap[4];
+	mm->A = p.cap[0];
+	mm->B = p.cap[1];
+	mm->bias = p.cap[2];
+	mm->Y[0] = p.cap[3];
+	HgLoop lt;
+	LLVMValueRef task = hg_loop_begin(g, &lt, p.i0, p.i1, 1, "task");
+	LLVMValueRef c0 = LLVMBuildMul(b, task, hg_i64(g, CPT), "");
+	LLVMValueRef c1 = LLVMBuildAdd(b, c0, hg_i64(g, CPT), "");
+	c1 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, c1, hg_i64(g, mm->N), ""), c1, hg_i64(g, mm->N), "");
+	int64_t mfull = mm->M / DM * DM;
+	/* columns in groups of DN, then singles */
+	for (int pass = 0; pass < 2; pass++) {
+		int nc = pass ? 1 : DN;
+		LLVMValueRef lo, hi;
+		if (pass == 0) {
+			lo = c0;
+			/* c0 + floor((c1 - c0) / DN) * DN */
+			LLVMValueRef w = LLVMBuildSub(b, c1, c0, "");
+			hi = LLVMBuildAdd(b, c0, LLVMBuildMul(b, LLVMBuildSDiv(b, w, hg_i64(g, DN), ""), hg_i64(g, DN), ""), "");
+		} else {
+			LLVMValueRef w = LLVMBuildSub(b, c1, c0, "");
+			lo = LLVMBuildAdd(b, c0, LLVMBuildMul(b, LLVMBuildSDiv(b, w, hg_i64(g, DN), ""), hg_i64(g, DN), ""), "");
+			hi = c1;
+		}
+		HgLoop ln;
+		LLVMValueRef n0 = hg_loop_begin(g, &ln, lo, hi, nc, "n0");
+		if (mfull > 0) {
+			HgLoop lm;
+			LLVMValueRef m0 = hg_loop_begin(g, &lm, hg_i64(g, 0), hg_i64(g, mfull), DM, "m0");
+			dot_tile(g, mm, m0, DM, n0, nc);
+			hg_loop_end(g, &lm);
+		}
+		if (mm->M > mfull)
+			dot_tile(g, mm, hg_i64(g, mfull), (int)(mm->M - mfull), n0, nc);
+		hg_loop_end(g, &ln);
+	}
+	hg_loop_end(g, &lt);
+	hg_par_end(g, &p);
+	return WL_OK;
+}
+
+int hg_emit_matmul_nbits(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
+{
+	MM mm;
+	if (mm_read(g, n, &mm, d) != WL_OK)
+		return WL_ERR;
+	if (mm.bits == 4 && !mm.packed)
+		return diag_fail(d, "%s: node '%s': MatMulNBits weights were not repacked", mname(g), n->name);
+	const Value *B = n->inputs[1];
+	if (mm.bits == 32) {
+		int64_t r0 = mm.trans_b ? mm.N : mm.K, r1 = mm.trans_b ? mm.K : mm.N;
+		int64_t bd[8];
+		int r = hg_dims(g, n, B, bd, d);
+		if (r < 0)
+			return WL_ERR;
+		if (r != 2 || bd[0] != r0 || bd[1] != r1 || B->type.elem != DT_FLOAT)
+			return diag_fail(d, "%s: node '%s': tensor '%s': expected float32[%lld,%lld]", mname(g), n->name,
+			                 B->name, (long long)r0, (long long)r1);
+		if (mm.has_bias && (hg_numel(n->inputs[4]) != mm.N || n->inputs[4]->type.elem != DT_FLOAT))
+			return diag_fail(d, "%s: node '%s': tensor '%s': bias must be float32[%lld]", mname(g), n->name,
+			                 n->inputs[4]->name, (long long)mm.N);
+	}
+	if (mm.M == 0)
+		return WL_OK;
+	return mm.trans_b ? emit_dot(g, &mm, fn) : emit_gemm(g, &mm, fn);
+}

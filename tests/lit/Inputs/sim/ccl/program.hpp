@@ -1,0 +1,20 @@
+// Test fixture: a minimal stand-in for targets/chimera/ccl/program.hpp (the
+// contract of /tmp/brief/chimera.md), so the `wlower sim` tests do not depend
+// on the real CCL library. Used with WLOWER_CCL_DIR=tests/lit/Inputs/sim/ccl.
+#pragma once
+namespace ccl {
+enum Fmt : int { F32 = -1, FP16 = -2, I32 = -3, I64 = -4 };
+enum Mem : int { MEM_DDR = 0, MEM_OCM = 1 };
+enum Dir : int { DDR_TO_OCM = 0, OCM_TO_DDR = 1 };
+struct Config { const char *target; int cores, pe_rows, pe_cols, macs_per_pe;
+                unsigned long long lrm_bytes, ocm_bytes; double clock_hz, ext_bw; };
+struct IO { const char *name; const char *dtype; int fmt; int ndim; long long shape[8];
+            int mem; unsigned long long off, bytes; };
+struct Ctx;
+struct Kernel { const char *name; const char *op; void (*fn)(Ctx &); unsigned long long macs; };
+struct Program { const char *module; Config cfg;
+                 unsigned long long ocm_bytes, ddr_bytes, weights_bytes;
+                 int ninputs; const IO *inputs; int noutputs; const IO *outputs;
+                 int nkernels; const Kernel *kernels; };
+}
+extern "C" const ccl::Program wl_program;

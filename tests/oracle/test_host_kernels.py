@@ -1,0 +1,239 @@
+#!/usr/bin/python3
+"""Host kernels of kgen_attention.c / kgen_conv.c / kgen_logmel.c against the
+reference executor: each case is a one-node fused graph (textual ONNX),
+run with `wlower run MODEL.onnxtxt` (reference) and compiled with
+`wlower MODEL --target host -o DIR` + `wlower run DIR`; every output must
+reach PSNR >= 90 dB (and be finite).
+
+usage: test_host_kernels.py WLOWER WORKDIR [--only NAME,...] [--cpu CPU] [--bench]
+  --bench: full-size Whisper-tiny kernels (encoder attention 6 heads x 1500 x 64,
+           causal 448, conv stem 80x3000 -> 1500x384, log-mel of 30 s), 2 threads;
+           prints median_ms of the reference and of the host module.
+"""
+import argparse
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+PSNR_MIN = 90.0
+
+
+def psnr(ref, got):
+    ref = ref.astype(np.float64)
+    got = got.astype(np.float64)
+    if ref.shape != got.shape:
+        return -1.0, "shape %s vs %s" % (ref.shape, got.shape)
+    if not np.all(np.isfinite(got)):
+        return -1.0, "non-finite values"
+    mse = float(np.mean((ref - got) ** 2))
+    peak = float(np.max(np.abs(ref))) if ref.size else 1.0
+    if mse == 0:
+        return math.inf, "max err 0"
+    return 10 * math.log10(peak * peak / mse), "max err %.3g" % float(np.max(np.abs(ref - got)))
+
+
+def sh(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    return r
+
+
+def tdecl(dt, shape):
+    return "%s[%s]" % (dt, ",".join(str(s) for s in shape))
+
+
+def graph(op, attrs, ins, outs):
+    """ins/outs: lists of (name, dtype, shape) (name '' = absent input)."""
+    sig_in = ", ".join(tdecl(dt, s) + " " + n for n, dt, s in ins if n)
+    sig_out = ", ".join(tdecl(dt, s) + " " + n for n, dt, s in outs)
+    at = ", ".join("%s = %s" % kv for kv in attrs)
+    args = ", ".join(n for n, _, _ in ins)
+    # trailing absent inputs are dropped
+    while args.endswith(", "):
+        args = args[:-2]
+    onames = ", ".join(n for n, _, _ in outs)
+    return ('<ir_version: 8, opset_import: ["" : 17, "ai.wlower" : 1]>\n'
+            "g (%s) => (%s) {\n   %s = ai.wlower.%s <%s> (%s)\n}\n" % (sig_in, sig_out, onames, op, at, args))
+
+
+def rnd(rng, shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def whisper_attn(name, B=1, T=37, S=37, H=2, hd=16, P=0, causal=0, bhsd=False, fp16=0, scale=None, rng=None):
+    D = H * hd
+    scale = scale if scale is not None else hd ** -0.5
+    feeds = {"q": rnd(rng, (B, T, D))}
+    kshape = (B, H, S, hd) if bhsd else (B, S, D)
+    feeds["k"] = rnd(rng, kshape)
+    feeds["v"] = rnd(rng, kshape)
+    ins = [("q", "float", (B, T, D)), ("k", "float", kshape), ("v", "float", kshape)]
+    outs = [("o", "float", (B, T, D))]
+    if P:
+        feeds["pk"] = rnd(rng, (B, H, P, hd))
+        feeds["pv"] = rnd(rng, (B, H, P, hd))
+        ins += [("pk", "float", (B, H, P, hd)), ("pv", "float", (B, H, P, hd))]
+        outs += [("prk", "float", (B, H, P + S, hd)), ("prv", "float", (B, H, P + S, hd))]
+    attrs = [("embed", D), ("heads", H), ("q_len", T), ("kv_len", P + S), ("causal", causal),
+             ("scale", "%.9g" % scale), ("kv_layout", '"%s"' % ("bhsd" if bhsd else "bsd"))]
+    if fp16:
+        attrs.append(("fp16", 1))
+    return name, graph("WhisperAttention", attrs, ins, outs), feeds
+
+
+def gqa(name, B=1, T=5, H=4, Hkv=2, hd=16, P=0, causal=1, rope=1, mask=False, pos=False, fp16=0, rows=None,
+        rng=None):
+    feeds = {"q": rnd(rng, (B, T, H * hd)), "k": rnd(rng, (B, T, Hkv * hd)), "v": rnd(rng, (B, T, Hkv * hd))}
+    ins = [("q", "float", (B, T, H * hd)), ("k", "float", (B, T, Hkv * hd)), ("v", "float", (B, T, Hkv * hd))]
+    if rope:
+        nrows = rows if pos else T
+        inv = 1.0 / (10000 ** (np.arange(0, hd, 2) / hd))
+        fr = np.outer(np.arange(nrows), inv)
+        emb = np.concatenate([fr, fr], axis=-1)
+        feeds["cos"] = np.cos(emb).astype(np.float32)
+        feeds["sin"] = np.sin(emb).astype(np.float32)
+        ins += [("cos", "float", (nrows, hd)), ("sin", "float", (nrows, hd))]
+    else:
+        ins += [("", "", ()), ("", "", ())]
+    outs = [("o", "float", (B, T, H * hd))]
+    if P:
+        feeds["pk"] = rnd(rng, (B, Hkv, P, hd))
+        feeds["pv"] = rnd(rng, (B, Hkv, P, hd))
+        ins += [("pk", "float", (B, Hkv, P, hd)), ("pv", "float", (B, Hkv, P, hd))]
+        outs += [("prk", "float", (B, Hkv, P + T, hd)), ("prv", "float", (B, Hkv, P + T, hd))]
+    else:
+        ins += [("", "", ()), ("", "", ())]
+    if mask:
+        m = np.ones((B, P + T), np.int64)
+        m[:, 0] = 0   # left padding
+        feeds["mask"] = m
+        ins.append(("mask", "int64", (B, P + T)))
+    else:
+        ins.append(("", "", ()))
+    if pos:
+        feeds["pos"] = (np.arange(T, dtype=np.int64) + P).reshape(1, T)
+        ins.append(("pos", "int64", (1, T)))
+    attrs = [("heads", H), ("kv_heads", Hkv), ("head_dim", hd), ("scale", "%.9g" % hd ** -0.5),
+             ("causal", causal), ("rope", rope)]
+    if fp16:
+        attrs.append(("fp16", 1))
+    return name, graph("GroupQueryAttention", attrs, ins, outs), feeds
+
+
+def conv_stem(name, B=1, C=6, F=21, D=40, rng=None):
+    F2 = (F - 1) // 2 + 1
+    feeds = {"x": rnd(rng, (B, C, F)), "w1": rnd(rng, (D, C, 3), 0.3), "b1": rnd(rng, (D,), 0.1),
+             "w2": rnd(rng, (D, D, 3), 0.1), "b2": rnd(rng, (D,), 0.1), "pos": rnd(rng, (F2, D))}
+    ins = [("x", "float", (B, C, F)), ("w1", "float", (D, C, 3)), ("b1", "float", (D,)),
+           ("w2", "float", (D, D, 3)), ("b2", "float", (D,)), ("pos", "float", (F2, D))]
+    outs = [("y", "float", (B, F2, D))]
+    return name, graph("ConvStem", [("strides", "[1, 2]"), ("pads", "[1, 1]")], ins, outs), feeds
+
+
+def logmel(name, N=4000, M=80, rng=None):
+    t = np.arange(N) / 16000.0
+    wav = (0.3 * np.sin(2 * np.pi * 440 * t) + 0.05 * rng.standard_normal(N)).astype(np.float32)
+    filt = np.abs(rnd(rng, (M, 201), 0.01))
+    feeds = {"wav": wav.reshape(1, N), "filt": filt}
+    ins = [("wav", "float", (1, N)), ("filt", "float", (M, 201))]
+    outs = [("mel", "float", (1, M, N // 160))]
+    return name, graph("LogMel", [("n_fft", 400), ("hop", 160), ("n_mels", M)], ins, outs), feeds
+
+
+def cases(rng):
+    return [
+        whisper_attn("wa_self", rng=rng),
+        whisper_attn("wa_self_hd64", T=70, S=70, H=3, hd=64, rng=rng),
+        whisper_attn("wa_causal", T=33, S=33, causal=1, rng=rng),
+        whisper_attn("wa_cross", T=9, S=50, bhsd=True, rng=rng),
+        whisper_attn("wa_past", T=1, S=1, P=20, causal=1, rng=rng),
+        whisper_attn("wa_past_t4", T=4, S=4, P=7, causal=1, rng=rng),
+        whisper_attn("wa_fp16", T=20, S=20, fp16=1, rng=rng),
+        whisper_attn("wa_odd_hd", T=11, S=13, H=3, hd=6, rng=rng),
+        gqa("gqa_prefill", rng=rng),
+        gqa("gqa_past_mask_pos", T=1, P=6, mask=True, pos=True, rows=32, rng=rng),
+        gqa("gqa_prefill_mask_pos", T=6, P=3, mask=True, pos=True, rows=16, fp16=1, rng=rng),
+        gqa("gqa_norope", T=9, rope=0, causal=0, H=6, Hkv=3, rng=rng),
+        conv_stem("stem_small", rng=rng),
+        conv_stem("stem_wide", C=16, F=30, D=80, rng=rng),
+        conv_stem("stem_tail", B=2, C=5, F=17, D=72, rng=rng),
+        logmel("logmel_80", rng=rng),
+        logmel("logmel_128", N=3300, M=128, rng=rng),
+    ]
+
+
+def run_case(wl, work, name, text, feeds, reps=0, threads=None, cpu=None):
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    model = os.path.join(d, "model.onnxtxt")
+    with open(model, "w") as f:
+        f.write(text)
+    inargs = []
+    for k, v in feeds.items():
+        p = os.path.join(d, k + ".npy")
+        np.save(p, v)
+        inargs += ["--input", "%s=%s" % (k, p)]
+    extra = ["--reps", str(reps)] if reps else []
+    thr = ["--threads", str(threads)] if threads else []
+    r = sh([wl, "run", model, "--output-dir", os.path.join(d, "ref")] + inargs + extra + thr)
+    if r.returncode:
+        return False, "reference: " + r.stderr.strip()[-300:], None
+    ref_ms = r.stdout.strip()
+    mod = os.path.join(d, "mod")
+    r = sh([wl, model, "--target", "host", "-o", mod] + (["--cpu", cpu] if cpu else []))
+    if r.returncode:
+        return False, "compile: " + r.stderr.strip()[-300:], None
+    r = sh([wl, "run", mod, "--output-dir", os.path.join(d, "host")] + inargs + extra + thr)
+    if r.returncode:
+        return False, "host run: " + r.stderr.strip()[-300:], None
+    host_ms = r.stdout.strip()
+    msgs = []
+    ok = True
+    for f in sorted(os.listdir(os.path.join(d, "ref"))):
+        a = np.load(os.path.join(d, "ref", f))
+        b = np.load(os.path.join(d, "host", f))
+        p, why = psnr(a, b)
+        msgs.append("%s psnr %.1f (%s)" % (f, p, why))
+        ok = ok and p >= PSNR_MIN
+    return ok, "; ".join(msgs), (ref_ms, host_ms)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("wlower")
+    ap.add_argument("work")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--cpu", default=None, help="--cpu for the compiles (e.g. x86-64-v3: the AVX2 path)")
+    a = ap.parse_args()
+    only = set(x for x in a.only.split(",") if x)
+    rng = np.random.default_rng(7)
+    os.makedirs(a.work, exist_ok=True)
+    if a.bench:
+        rng = np.random.default_rng(1)
+        benches = [whisper_attn("bench_enc_attn", T=1500, S=1500, H=6, hd=64, rng=rng),
+                   whisper_attn("bench_dec_causal", T=448, S=448, H=6, hd=64, causal=1, rng=rng),
+                   conv_stem("bench_conv_stem", C=80, F=3000, D=384, rng=rng),
+                   logmel("bench_logmel", N=480000, M=80, rng=rng)]
+        for name, text, feeds in benches:
+            if only and name not in only:
+                continue
+            ok, msg, ms = run_case(a.wlower, a.work, name, text, feeds, reps=5, threads=2)
+            print("%s: %s: %s; reference %s, host %s" % ("PASS" if ok else "FAIL", name, msg,
+                                                         ms[0] if ms else "-", ms[1] if ms else "-"))
+        return 0
+    fails = 0
+    for name, text, feeds in cases(rng):
+        if only and name not in only:
+            continue
+        ok, msg, _ = run_case(a.wlower, a.work, name, text, feeds, cpu=a.cpu)
+        print("%s: %s: %s" % ("PASS" if ok else "FAIL", name, msg))
+        fails += not ok
+    print("host kernels: %d failed" % fails)
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

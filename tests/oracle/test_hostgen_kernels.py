@@ -1,0 +1,330 @@
+#!/usr/bin/python3
+"""Host kernels of kgen_matmul.c / kgen_elementwise.c / kgen_norm.c against
+the reference executor: each case is a tiny graph (textual ONNX, weights as
+initializers), run with `wlower run MODEL.onnxtxt` (reference) and compiled
+with `wlower MODEL --target host -o DIR` + `wlower run DIR --threads 2`;
+float outputs must reach PSNR >= 90 dB, integer outputs must be equal.
+Shapes are chosen to hit the tails (N not a multiple of the panel width, M
+not a multiple of MR, K not a multiple of the vector width, splits).
+
+usage: test_hostgen_kernels.py WLOWER WORKDIR [--only NAME,...]
+       test_hostgen_kernels.py WLOWER WORKDIR --bench [--threads 2]
+  --bench: MatMulNBits 4-bit M=1500 K=384 N=1536 (Whisper-tiny fc1 shape);
+           prints median ms and GFLOP/s of the host module.
+"""
+import argparse
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+PSNR_MIN = 90.0
+
+
+def psnr(ref, got):
+    ref = ref.astype(np.float64)
+    got = got.astype(np.float64)
+    if ref.shape != got.shape:
+        return -1.0, "shape %s vs %s" % (ref.shape, got.shape)
+    if not np.all(np.isfinite(got)):
+        return -1.0, "non-finite values"
+    mse = float(np.mean((ref - got) ** 2))
+    peak = float(np.max(np.abs(ref))) if ref.size else 1.0
+    if mse == 0:
+        return math.inf, "exact"
+    return 10 * math.log10(peak * peak / mse), "max err %.3g" % float(np.max(np.abs(ref - got)))
+
+
+def sh(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+
+
+DT = {np.float32: "float", np.uint8: "uint8", np.int64: "int64", np.int32: "int32"}
+
+
+def tdecl(a):
+    return "%s[%s]" % (DT[a.dtype.type], ",".join(str(s) for s in a.shape))
+
+
+def lit(a):
+    if a.dtype == np.float32:
+        return ", ".join("%.9g" % v for v in a.ravel())
+    return ", ".join(str(int(v)) for v in a.ravel())
+
+
+def graph(nodes, ins, inits, outs):
+    """nodes: text lines; ins: {name: array}; inits: {name: array}; outs: [(name, dtype, shape)]."""
+    sig_in = ", ".join("%s %s" % (tdecl(a), n) for n, a in ins.items())
+    sig_out = ", ".join("%s[%s] %s" % (dt, ",".join(map(str, s)), n) for n, dt, s in outs)
+    init = ""
+    if inits:
+        init = "\n  <" + ",\n   ".join("%s %s = {%s}" % (tdecl(a), n, lit(a)) for n, a in inits.items()) + ">"
+    body = "\n".join("   " + l for l in nodes)
+    return ('<ir_version: 8, opset_import: ["" : 17, "ai.wlower" : 1]>\n'
+            "g (%s) => (%s)%s {\n%s\n}\n" % (sig_in, sig_out, init, body))
+
+
+def rnd(rng, shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def ints(v):
+    return "[" + ", ".join(str(x) for x in v) + "]"
+
+
+# ---------------------------------------------------------------- cases
+
+def mm4(name, rng, M=37, K=64, N=80, block=32, zp="packed", bias=True, splits=None, lead=(1,)):
+    """splits: one ai.wlower.MatMulNBits per entry reading the same x (the
+    host compile's fuse-qkv joins them into one node with `splits`)."""
+    kb = K // block
+    x = rnd(rng, tuple(lead) + (M, K))
+    inits, nodes, outs = {}, [], []
+    for i, n in enumerate(splits or [N]):
+        inits["q%d" % i] = rng.integers(0, 256, (n, kb, block // 2), dtype=np.uint8)
+        inits["s%d" % i] = (rng.random(n * kb) * 0.05 + 0.01).astype(np.float32)
+        args = ["x", "q%d" % i, "s%d" % i, "", ""]
+        if zp == "packed":
+            inits["zp%d" % i] = rng.integers(0, 256, (n, (kb * 4 + 7) // 8), dtype=np.uint8)
+            args[3] = "zp%d" % i
+        elif zp == "float":
+            inits["zp%d" % i] = (rng.random(n * kb) * 15).astype(np.float32)
+            args[3] = "zp%d" % i
+        if bias:
+            inits["b%d" % i] = rnd(rng, (n,))
+            args[4] = "b%d" % i
+        while args[-1] == "":
+            args.pop()
+        at = "K = %d, N = %d, bits = 4, block_size = %d" % (K, n, block)
+        nodes.append("y%d = ai.wlower.MatMulNBits <%s> (%s)" % (i, at, ", ".join(args)))
+        outs.append(("y%d" % i, "float", tuple(lead) + (M, n)))
+    return name, graph(nodes, {"x": x}, inits, outs), {"x": x}
+
+
+def mm32(name, rng, M=13, K=24, N=40, bias=True, trans_b=0, splits=None):
+    x = rnd(rng, (M, K))
+    inits, nodes, outs = {}, [], []
+    for i, n in enumerate(splits or [N]):
+        inits["w%d" % i] = rnd(rng, (n, K) if trans_b else (K, n), 0.3)
+        args = ["x", "w%d" % i, "", "", ""]
+        if bias:
+            inits["b%d" % i] = rnd(rng, (n,))
+            args[4] = "b%d" % i
+        while args[-1] == "":
+            args.pop()
+        at = "K = %d, N = %d, bits = 32" % (K, n)
+        if trans_b:
+            at += ", trans_b = 1"
+        nodes.append("y%d = ai.wlower.MatMulNBits <%s> (%s)" % (i, at, ", ".join(args)))
+        outs.append(("y%d" % i, "float", (M, n)))
+    return name, graph(nodes, {"x": x}, inits, outs), {"x": x}
+
+
+def mm_epilogue(name, rng, bits=4, M=21, K=64, N=48, trans_b=0, gelu=True, res="before", extra_user=False):
+    """MatMulNBits -> ai.wlower.Gelu -> Add(residual): the host compile fuses
+    the GELU and the residual add into the GEMM epilogue when the residual is
+    computed before the matmul (res="before"); res="after" (computed later)
+    and extra_user (the matmul output also a graph output) must not fuse."""
+    x = rnd(rng, (1, M, K))
+    r = rnd(rng, (1, M, N))
+    inits = {}
+    if bits == 4:
+        kb = K // 32
+        inits["q"] = rng.integers(0, 256, (N, kb, 16), dtype=np.uint8)
+        inits["s"] = (rng.random(N * kb) * 0.05 + 0.01).astype(np.float32)
+        inits["b"] = rnd(rng, (N,))
+        node = "t = ai.wlower.MatMulNBits <K = %d, N = %d, bits = 4, block_size = 32> (x, q, s, , b)" % (K, N)
+    else:
+        inits["w"] = rnd(rng, (N, K) if trans_b else (K, N), 0.3)
+        inits["b"] = rnd(rng, (N,))
+        node = "t = ai.wlower.MatMulNBits <K = %d, N = %d, bits = 32%s> (x, w, , , b)" % (
+            K, N, ", trans_b = 1" if trans_b else "")
+    nodes = []
+    ins = {"x": x, "r": r}
+    if res == "before":
+        nodes.append("rr = Mul (r, r)")
+    nodes.append(node)
+    if res == "after":
+        nodes.append("rr = Mul (r, r)")
+    nodes.append("g = ai.wlower.Gelu (t)" if gelu else "g = Identity (t)")
+    nodes.append("y = Add (rr, g)")
+    outs = [("y", "float", (1, M, N))]
+    if extra_user:
+        outs.append(("t", "float", (1, M, N)))
+    return name, graph(nodes, ins, inits, outs), ins
+
+
+def norm(name, rng, op="LayerNormalization", shape=(2, 5, 48), bias=True):
+    D = shape[-1]
+    x = rnd(rng, shape, 2.0) + 0.5
+    inits = {"g": rnd(rng, (D,)), }
+    args = "x, g"
+    if op == "LayerNormalization":
+        if bias:
+            inits["b"] = rnd(rng, (D,))
+            args += ", b"
+        node = "y = LayerNormalization <axis = -1, epsilon = 1e-5> (%s)" % args
+    else:
+        node = "y = ai.wlower.RMSNorm <epsilon = 1e-6> (%s)" % args
+    return name, graph([node], {"x": x}, inits, [("y", "float", shape)]), {"x": x}
+
+
+def binop(name, rng, op, a_shape, b_shape, out_shape, b_const=False):
+    a = rnd(rng, a_shape)
+    b = rnd(rng, b_shape)
+    ins = {"a": a}
+    inits = {}
+    if b_const:
+        inits["b"] = b
+    else:
+        ins["b"] = b
+    return name, graph(["y = %s (a, b)" % op], ins, inits, [("y", "float", out_shape)]), ins
+
+
+def unary(name, rng, node, shape=(3, 7, 45), scale=3.0):
+    x = rnd(rng, shape, scale)
+    return name, graph(["y = " + node + " (x)"], {"x": x}, {}, [("y", "float", shape)]), {"x": x}
+
+
+def gather(name, rng):
+    data = rnd(rng, (50, 24))
+    idx = np.array([[3, 0, 49, -1]], dtype=np.int64)
+    g = graph(["y = Gather <axis = 0> (e, ids)"], {"ids": idx}, {"e": data}, [("y", "float", (1, 4, 24))])
+    return name, g, {"ids": idx}
+
+
+def argmax(name, rng):
+    x = rnd(rng, (2, 3, 100))
+    x[0, 1, 7] = x[0, 1, 9] = 50.0   # tie: first index
+    return name, graph(["y = ai.wlower.GreedyArgMax (x)"], {"x": x}, {}, [("y", "int32", (2, 3))]), {"x": x}
+
+
+def io_copies(name, rng):
+    """graph outputs not written by a kernel: an initializer, an Identity of
+    another output (copied by the module's copy_outputs)"""
+    x = rnd(rng, (2, 3))
+    c = rnd(rng, (2,))
+    g = graph(["y = Add (x, x)", "y2 = Identity (y)"], {"x": x}, {"c": c},
+              [("y", "float", (2, 3)), ("c", "float", (2,)), ("y2", "float", (2, 3))])
+    return name, g, {"x": x}
+
+
+def cases(rng):
+    return [
+        mm4("mm4_zp_bias", rng),
+        mm4("mm4_nozp_m4_splits", rng, M=4, K=128, N=80, zp=None, bias=False, splits=[32, 16, 32]),
+        mm4("mm4_floatzp_m1", rng, M=1, K=64, N=33, zp="float", bias=True),
+        mm4("mm4_block64_m25", rng, M=25, K=128, N=64, block=64, splits=[40, 24]),
+        mm32("mm32_bias", rng),
+        mm32("mm32_splits", rng, M=14, K=32, N=48, splits=[16, 20, 12]),
+        mm32("mm32_transb", rng, M=3, K=40, N=37, trans_b=1),
+        mm32("mm32_transb_m6", rng, M=6, K=32, N=9, trans_b=1, bias=False),
+        mm_epilogue("mm4_gelu_res", rng),
+        mm_epilogue("mm32_gelu_res_tail", rng, bits=32, N=40),
+        mm_epilogue("mm32_transb_gelu_res", rng, bits=32, trans_b=1, N=37),
+        mm_epilogue("mm4_res_after_nofuse", rng, res="after"),
+        mm_epilogue("mm4_extra_user_nofuse", rng, extra_user=True),
+        norm("layernorm", rng),
+        norm("layernorm_tail_nobias", rng, shape=(3, 20), bias=False),
+        norm("rmsnorm", rng, op="RMSNorm", shape=(2, 4, 40)),
+        binop("add_same", rng, "Add", (2, 5, 48), (2, 5, 48), (2, 5, 48)),
+        binop("add_suffix_const", rng, "Add", (2, 5, 48), (48,), (2, 5, 48), b_const=True),
+        binop("mul_prefix", rng, "Mul", (5, 37), (5, 1), (5, 37)),
+        binop("mul_scalar", rng, "Mul", (3, 33), (1,), (3, 33)),
+        binop("add_pos", rng, "Add", (1, 7, 24), (7, 24), (1, 7, 24), b_const=True),
+        unary("gelu", rng, 'ai.wlower.Gelu <approximate = "none">'),
+        unary("gelu_tanh", rng, 'ai.wlower.Gelu <approximate = "tanh">'),
+        unary("silu", rng, "ai.wlower.SiLU", scale=6.0),
+        unary("cast", rng, "Cast <to = 1>"),
+        gather("gather", rng),
+        argmax("argmax", rng),
+        io_copies("io_copies", rng),
+    ]
+
+
+def run_case(wlower, work, name, text, feeds, threads):
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    model = os.path.join(d, "model.onnxtxt")
+    with open(model, "w") as f:
+        f.write(text)
+    args = []
+    for k, v in feeds.items():
+        p = os.path.join(d, k + ".npy")
+        np.save(p, v)
+        args += ["--input", "%s=%s" % (k, p)]
+    r = sh([wlower, "run", model] + args + ["--output-dir", os.path.join(d, "ref")])
+    if r.returncode:
+        return False, "reference failed: " + r.stderr.strip()
+    mod = os.path.join(d, "mod")
+    r = sh([wlower, model, "--target", "host", "-o", mod])
+    if r.returncode:
+        return False, "compile failed: " + r.stderr.strip()
+    r = sh([wlower, "run", mod, "--threads", str(threads)] + args + ["--output-dir", os.path.join(d, "out")])
+    if r.returncode:
+        return False, "host run failed: " + r.stderr.strip()
+    msgs, ok = [], True
+    for f in sorted(os.listdir(os.path.join(d, "ref"))):
+        ref = np.load(os.path.join(d, "ref", f))
+        got = np.load(os.path.join(d, "out", f))
+        if ref.dtype.kind in "iu":
+            same = ref.shape == got.shape and np.array_equal(ref, got)
+            ok &= same
+            msgs.append("%s %s" % (f, "equal" if same else "DIFFERENT"))
+        else:
+            p, m = psnr(ref, got)
+            ok &= p >= PSNR_MIN
+            msgs.append("%s %.1f dB (%s)" % (f, p, m))
+    return ok, "; ".join(msgs)
+
+
+def bench(wlower, work, threads, M=1500, K=384, N=1536, reps=20):
+    rng = np.random.default_rng(1)
+    name, text, feeds = mm4("bench", rng, M=M, K=K, N=N, zp=None, bias=True)
+    d = os.path.join(work, "bench")
+    os.makedirs(d, exist_ok=True)
+    # big initializers in text are slow to parse but fine once
+    model = os.path.join(d, "model.onnxtxt")
+    with open(model, "w") as f:
+        f.write(text)
+    np.save(os.path.join(d, "x.npy"), feeds["x"])
+    r = sh([wlower, model, "--target", "host", "-o", os.path.join(d, "mod")])
+    if r.returncode:
+        print(r.stderr)
+        return 1
+    r = sh([wlower, "run", os.path.join(d, "mod"), "--threads", str(threads), "--input",
+            "x=" + os.path.join(d, "x.npy"), "--output-dir", os.path.join(d, "out"), "--reps", str(reps)])
+    print(r.stdout.strip(), r.stderr.strip())
+    ms = float(r.stdout.split("median_ms=")[1].split()[0])
+    print("MatMulNBits 4-bit M=%d K=%d N=%d threads=%d: %.3f ms, %.1f GFLOP/s" %
+          (M, K, N, threads, ms, 2.0 * M * K * N / ms / 1e6))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("wlower")
+    ap.add_argument("work")
+    ap.add_argument("--only")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--bench", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    if a.bench:
+        return bench(a.wlower, a.work, a.threads)
+    rng = np.random.default_rng(7)
+    fails = 0
+    for name, text, feeds in cases(rng):
+        if a.only and name not in a.only.split(","):
+            continue
+        ok, msg = run_case(a.wlower, a.work, name, text, feeds, a.threads)
+        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg), flush=True)
+        fails += not ok
+    print("%d failed" % fails)
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
