@@ -547,6 +547,24 @@ static int infer_node(SI *s, Node *n)
 		o = a;
 		if (o.r >= 1)
 			o.d[o.r - 1] = N >= 0 ? dv(N) : du();
+		/* ai.wlower: `splits` gives one output per part of N (fused QKV) */
+		const int64_t *sp;
+		int ns = n->op == OP_WlMatMulNBits ? attr_ints(n, "splits", &sp) : 0;
+		if (ns > 0) {
+			int64_t sum = 0;
+			for (int i = 0; i < ns; i++)
+				sum += sp[i];
+			if (ns != n->noutputs || (N >= 0 && sum != N))
+				return si_fail(s, n, "splits has %d parts summing to %lld, but the node has %d outputs and N %lld",
+				               ns, (long long)sum, n->noutputs, (long long)N);
+			for (int i = 0; i < ns; i++) {
+				if (o.r >= 1)
+					o.d[o.r - 1] = dv(sp[i]);
+				if (si_set_out(s, n, i, e0, &o))
+					return WL_ERR;
+			}
+			return WL_OK;
+		}
 		return si_set_out(s, n, 0, e0, &o);
 	}
 	case OP_Conv:
