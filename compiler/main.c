@@ -412,9 +412,14 @@ int main(int argc, char **argv)
 			return usage_error("--target: unknown target '%s' (qc-n, qc-p, qc-u, host)", o.target);
 		return compile_target(&o, kind);
 	}
-	if (o.tranges || o.cores || o.ocm || o.macs_per_pe || o.clock || o.ext_bw || o.cpu || o.threads ||
-	    o.print_fracbits)
-		return usage_error("%s", "--tranges, --print-fracbits and the hardware options need --target");
+	if (o.cores || o.ocm || o.macs_per_pe || o.clock || o.ext_bw || o.cpu || o.threads)
+		return usage_error("%s", "the hardware options (--cores, --ocm, ..., --cpu, --threads) need --target");
+	if (o.print_fracbits && !o.tranges)
+		return usage_error("%s", "--print-fracbits needs --tranges FILE");
+	/* Without --target, --tranges runs the numerics group in the pipeline
+	 * (e.g. --stop-after=assign-fracbits --print-fracbits to see the formats). */
+	o.pipe.numerics.tranges_path = o.tranges;
+	o.pipe.numerics.print_fracbits = o.print_fracbits;
 	if (o.pipe.passes && o.pipe.stop_after)
 		return usage_error("%s", "--passes and --stop-after cannot be combined");
 	if (!o.emit)
