@@ -13,7 +13,7 @@
  *   int32_t wl_module_abi(void);
  *   void wl_module_run(const WlHostApi *api, void *const *io,
  *                      const uint8_t *weights, uint8_t *workspace);
- * Optional, for WLOWER_PROFILE=1 (/tmp/brief/host_profile.md):
+ * Optional, for WLOWER_PROFILE=1 (docs/host-contracts.md "Profiling"):
  *   int32_t wl_module_kernel_count(void);
  *   const char *wl_module_kernel_name(int32_t i);
  *   void wl_module_run_kernel(const WlHostApi *api, int32_t i, void *const *io,

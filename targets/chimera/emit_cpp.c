@@ -8,7 +8,7 @@
  *                  and `extern "C" const ccl::Program wl_program`.
  *   weights.bin    the blobs of kernels.c, in kernel then blob order, each
  *                  at a 64-byte aligned offset (zero padding).
- *   schedule.json  the schema of the chimera brief (kernels in order with
+ *   schedule.json  the schema in docs/FORMATS.md (kernels in order with
  *                  split, cores, tile, buffers, DMA, per-core counts).
  * Everything is in graph order: two compiles give the same bytes.
  */

@@ -1,4 +1,4 @@
-/* runner.cpp — the simulated binary's main (API.md, chimera brief "Runner"):
+/* runner.cpp — the simulated binary's main (API.md, docs/chimera-contracts.md "Runner"):
  *
  *   module_sim DIR --input NAME=F.npy ... --output-dir OUT --counters FILE.json [--progress]
  *

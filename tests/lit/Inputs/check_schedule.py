@@ -1,5 +1,5 @@
 """check_schedule.py DIR — consistency of a chimera module directory
-(targets/chimera/emit_cpp.c): schedule.json against the brief's schema,
+(targets/chimera/emit_cpp.c): schedule.json against the schema of docs/FORMATS.md,
 module.cpp and weights.bin. Prints one summary line; exits 1 with the reason.
 
 Checks: top-level keys and config; every kernel's fields; per-core macs and

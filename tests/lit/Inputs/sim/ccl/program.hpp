@@ -1,5 +1,5 @@
 // Test fixture: a minimal stand-in for targets/chimera/ccl/program.hpp (the
-// contract of /tmp/brief/chimera.md), so the `wlower sim` tests do not depend
+// contract of docs/chimera-contracts.md), so the `wlower sim` tests do not depend
 // on the real CCL library. Used with WLOWER_CCL_DIR=tests/lit/Inputs/sim/ccl.
 #pragma once
 namespace ccl {
