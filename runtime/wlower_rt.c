@@ -34,13 +34,8 @@
 #include "runtime/rt.h"
 #include "target.h"
 
-/* ---- shared with targets/host/hostgen.h ---- */
-#define WL_MODULE_ABI 1
-typedef struct WlHostApi {
-	void *pool;
-	int nthreads;
-	void (*parallel_for)(void *pool, int64_t n, void (*body)(void *ctx, int64_t i0, int64_t i1), void *ctx);
-} WlHostApi;
+/* ---- the module ABI (targets/host/module_abi.h) ---- */
+#include "host/module_abi.h"
 typedef int32_t (*AbiFn)(void);
 typedef void (*RunFn)(const WlHostApi *api, void *const *io, const uint8_t *weights, uint8_t *workspace);
 typedef int32_t (*KCountFn)(void);

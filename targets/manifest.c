@@ -237,7 +237,7 @@ int manifest_read(const char *dir, cJSON **out, Diag *d)
 		cJSON_Delete(r);
 		return diag_fail(d, "%s: 'format' is not \"wlower-module\"", path);
 	}
-	if (!cJSON_IsNumber(ver) || ver->valueint != 1) {
+	if (!cJSON_IsNumber(ver) || ver->valuedouble != 1) {
 		cJSON_Delete(r);
 		return diag_fail(d, "%s: unsupported 'version' (this wlower reads version 1)", path);
 	}

@@ -35,16 +35,7 @@
 #include <llvm-c/TargetMachine.h>
 #include "../target.h"
 
-#define WL_MODULE_ABI 1
-
-/* Shared with the runtime (runtime/wlower_rt.c provides it). */
-typedef struct WlHostApi {
-	void *pool;
-	int nthreads;
-	/* Calls body(ctx, i0, i1) over [0, n) split into chunks across the pool;
-	 * returns when all are done. Safe to call with n == 0. */
-	void (*parallel_for)(void *pool, int64_t n, void (*body)(void *ctx, int64_t i0, int64_t i1), void *ctx);
-} WlHostApi;
+#include "module_abi.h"   /* WL_MODULE_ABI, WlHostApi */
 
 typedef struct HostGen {
 	LLVMContextRef ctx;

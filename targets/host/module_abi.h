@@ -1,0 +1,19 @@
+/* module_abi.h — the ABI between a host module.so and the runtime, without
+ * LLVM headers: included by targets/host/hostgen.h (the code generator) and
+ * runtime/wlower_rt.c (the loader). Details in hostgen.h's header comment. */
+#ifndef WLOWER_MODULE_ABI_H
+#define WLOWER_MODULE_ABI_H
+
+#include <stdint.h>
+
+#define WL_MODULE_ABI 1
+
+typedef struct WlHostApi {
+	void *pool;
+	int nthreads;
+	/* Calls body(ctx, i0, i1) over [0, n) split into chunks across the pool;
+	 * returns when all are done. Safe to call with n == 0. */
+	void (*parallel_for)(void *pool, int64_t n, void (*body)(void *ctx, int64_t i0, int64_t i1), void *ctx);
+} WlHostApi;
+
+#endif
