@@ -150,6 +150,8 @@ void atomic_abort(AtomicFile *af);
 int outdir_begin(const char *path, char **tmp, Diag *d);
 int outdir_commit(const char *tmp, const char *path, Diag *d);
 void outdir_abort(const char *tmp);
+/* mkdir -p; an existing folder is fine, an existing non-folder an error. */
+int mkdir_p(const char *dir, Diag *d);
 /* Removes a directory tree (no symlink following). 0 on success. */
 int remove_tree(const char *path);
 

@@ -225,3 +225,31 @@ void file_unmap(MappedFile *mf)
 	mf->addr = NULL;
 	mf->len = 0;
 }
+
+/* mkdir -p */
+int mkdir_p(const char *dir, Diag *d)
+{
+	char *p = strdup(dir);
+	if (!p)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (char *s = p + 1;; s++) {
+		if (*s == '/' || *s == 0) {
+			char c = *s;
+			*s = 0;
+			if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+				int e = errno;
+				free(p);
+				return diag_fail(d, "%s: cannot create folder: %s", dir, strerror(e));
+			}
+			*s = c;
+			if (!c)
+				break;
+		}
+	}
+	free(p);
+	struct stat st;
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		return diag_fail(d, "%s: not a folder", dir);
+	return WL_OK;
+}
+

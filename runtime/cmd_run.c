@@ -104,33 +104,6 @@ static char *output_file_name(const char *dir, const char *name)
 	return path;
 }
 
-/* mkdir -p */
-static int make_dirs(const char *dir, Diag *d)
-{
-	char *p = strdup(dir);
-	if (!p)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	for (char *s = p + 1;; s++) {
-		if (*s == '/' || *s == 0) {
-			char c = *s;
-			*s = 0;
-			if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-				int e = errno;
-				free(p);
-				return diag_fail(d, "%s: cannot create folder: %s", dir, strerror(e));
-			}
-			*s = c;
-			if (!c)
-				break;
-		}
-	}
-	free(p);
-	struct stat st;
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		return diag_fail(d, "%s: not a folder", dir);
-	return WL_OK;
-}
-
 static int load_tensor(const char *file, RTensor *t, Diag *d)
 {
 	if (ends_with(file, ".pb"))
@@ -248,7 +221,7 @@ static int bind_inputs(Exec *e, RunArgs *a, Diag *d)
 static int write_named_outputs(const char *dir, int n, const char *const *names, const RTensor *const *ts,
                                Diag *d)
 {
-	if (make_dirs(dir, d) != WL_OK)
+	if (mkdir_p(dir, d) != WL_OK)
 		return WL_ERR;
 	char **paths = calloc((size_t)n + 1, sizeof *paths);
 	if (!paths)

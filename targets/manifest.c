@@ -204,33 +204,49 @@ void manifest_free(Manifest *mf)
 int manifest_write(Manifest *mf, const char *dir, Diag *d)
 {
 	cJSON_AddNumberToObject(mf->root, "compile_ms", (double)(long)(mono_ms() - mf->t_start_ms));
-	char *txt = cJSON_Print(mf->root);
 	char path[4096];
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	int rc = json_write_atomic(path, mf->root, d);
+	manifest_free(mf);
+	return rc;
+}
+
+int json_write_atomic(const char *path, const cJSON *root, Diag *d)
+{
+	char *txt = cJSON_Print(root);
+	if (!txt)
+		return diag_fail(d, "%s: out of memory", path);
 	AtomicFile af;
 	int rc = WL_ERR;
-	if (txt && atomic_open(&af, path, d) == WL_OK) {
+	if (atomic_open(&af, path, d) == WL_OK) {
 		fputs(txt, af.f);
 		fputc('\n', af.f);
 		rc = atomic_commit(&af, d);
 	}
 	free(txt);
-	manifest_free(mf);
 	return rc;
+}
+
+int json_read_file(const char *path, cJSON **out, Diag *d)
+{
+	MappedFile f;
+	if (file_map(path, &f, d) != WL_OK)
+		return WL_ERR;
+	cJSON *r = f.addr ? cJSON_ParseWithLength(f.addr, f.len) : NULL;
+	file_unmap(&f);
+	if (!r)
+		return diag_fail(d, "%s: not valid JSON", path);
+	*out = r;
+	return WL_OK;
 }
 
 int manifest_read(const char *dir, cJSON **out, Diag *d)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
-	MappedFile f;
-	if (file_map(path, &f, d) != WL_OK)
+	cJSON *r;
+	if (json_read_file(path, &r, d) != WL_OK)
 		return WL_ERR;
-	cJSON *r = f.addr ? cJSON_ParseWithLength(f.addr, f.len) : NULL;
-	if (f.addr)
-		file_unmap(&f);
-	if (!r)
-		return diag_fail(d, "%s: not valid JSON", path);
 	cJSON *fmt = cJSON_GetObjectItemCaseSensitive(r, "format");
 	cJSON *ver = cJSON_GetObjectItemCaseSensitive(r, "version");
 	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "wlower-module") != 0) {

@@ -95,6 +95,11 @@ void manifest_free(Manifest *mf);
  * describe extra buffers the same way). */
 cJSON *manifest_io(const Value *v);
 
+/* JSON files: pretty-printed + newline, written atomically; read whole
+ * ("FILE: not valid JSON" on a parse error). */
+int json_write_atomic(const char *path, const cJSON *root, Diag *d);
+int json_read_file(const char *path, cJSON **out, Diag *d);
+
 /* Reading (runtime, sim): parses DIR/manifest.json, checks format/version.
  * Errors name the file and key ("out/manifest.json: programs[0].inputs[1]: missing 'shape'"). */
 int manifest_read(const char *dir, cJSON **out, Diag *d);

@@ -387,18 +387,10 @@ static int write_schedule(ChModule *cm, const char *dir, Diag *d)
 		}
 		cJSON_AddItemToArray(ks, e);
 	}
-	char *txt = cJSON_Print(r);
-	cJSON_Delete(r);
 	char path[4096];
 	snprintf(path, sizeof path, "%s/schedule.json", dir);
-	AtomicFile af;
-	int rc = WL_ERR;
-	if (txt && atomic_open(&af, path, d) == WL_OK) {
-		fputs(txt, af.f);
-		fputc('\n', af.f);
-		rc = atomic_commit(&af, d);
-	}
-	free(txt);
+	int rc = json_write_atomic(path, r, d);
+	cJSON_Delete(r);
 	return rc;
 }
 

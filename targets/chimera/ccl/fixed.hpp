@@ -4,6 +4,7 @@
 #ifndef CCL_FIXED_HPP
 #define CCL_FIXED_HPP
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <cmath>
@@ -112,12 +113,24 @@ inline int32_t ldq(const void *p, size_t i, int Q)
 	}
 }
 
+/* Stores to a fixed-point format that clipped at int32: the value left its
+ * calibrated format. Counted (relaxed atomic: kernels run on threads) so the
+ * runner can report them per kernel ("saturated" in counters.json). */
+inline std::atomic<unsigned long long> saturated_stores{0};
+
+inline int32_t sat32_store(int64_t v)
+{
+	if (v > INT32_MAX || v < INT32_MIN)
+		saturated_stores.fetch_add(1, std::memory_order_relaxed);
+	return sat32(v);
+}
+
 /* Stores v (fixed point at Q, int64) in storage format FMT at element i. */
 template <int FMT>
 inline void stq(void *p, size_t i, int64_t v, int Q)
 {
 	if constexpr (isFixed(FMT)) {
-		((int32_t *)p)[i] = sat32(rshift_round(v, Q - FMT));
+		((int32_t *)p)[i] = sat32_store(rshift_round(v, Q - FMT));
 	} else if constexpr (FMT == FP16) {
 		((uint16_t *)p)[i] = fixed64_to_fp16(v, Q);
 	} else {
@@ -130,7 +143,7 @@ inline void stq(void *p, size_t i, int64_t v, int Q)
 inline void stq_rt(int fmt, void *p, size_t i, int64_t v, int Q)
 {
 	if (isFixed(fmt))
-		((int32_t *)p)[i] = sat32(rshift_round(v, Q - fmt));
+		((int32_t *)p)[i] = sat32_store(rshift_round(v, Q - fmt));
 	else if (fmt == FP16)
 		((uint16_t *)p)[i] = fixed64_to_fp16(v, Q);
 	else

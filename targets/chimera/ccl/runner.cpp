@@ -7,7 +7,9 @@
  * are quantized to the input's format: round half up, saturating), runs the
  * kernels in order, writes each output as OUT/NAME.npy ('/' and ':' in names
  * become '_'; fixed point → float32 v/2^F, binary16 → float32, ints as they
- * are) and the counters JSON. Bad input: one line on stderr, exit 1. */
+ * are) and the counters JSON (per kernel also "saturated": stores clipped at
+ * int32, i.e. values outside their calibrated format; noted on stderr). Bad
+ * input: one line on stderr, exit 1. */
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -312,12 +314,16 @@ int main(int argc, char **argv)
 			die("missing --input %s=FILE.npy", P.inputs[i].name);
 
 	/* run */
-	struct Cnt { unsigned long long macs, alu, d2o, o2d; };
+	struct Cnt { unsigned long long macs, alu, d2o, o2d, sat; };
 	std::vector<Cnt> cnt((size_t)P.nkernels);
 	for (int k = 0; k < P.nkernels; k++) {
 		c.macs = c.alu = c.ddr_to_ocm = c.ocm_to_ddr = 0;
+		unsigned long long sat0 = ccl::saturated_stores.load();
 		P.kernels[k].fn(c);
-		cnt[k] = {c.macs, c.alu, c.ddr_to_ocm, c.ocm_to_ddr};
+		cnt[k] = {c.macs, c.alu, c.ddr_to_ocm, c.ocm_to_ddr, ccl::saturated_stores.load() - sat0};
+		if (cnt[k].sat)   /* values outside their calibrated format: clipped */
+			std::fprintf(stderr, "module_sim: note: kernel %d '%s' (%s): %llu stored values saturated\n", k,
+			             P.kernels[k].name, P.kernels[k].op, cnt[k].sat);
 		if (progress) {
 			std::printf("progress %d %d\n", k + 1, P.nkernels);
 			std::fflush(stdout);
@@ -362,8 +368,8 @@ int main(int argc, char **argv)
 			json_str(f, P.kernels[k].name);
 			std::fprintf(f, ",\"op\":");
 			json_str(f, P.kernels[k].op);
-			std::fprintf(f, ",\"macs\":%llu,\"alu_ops\":%llu,\"ddr_to_ocm\":%llu,\"ocm_to_ddr\":%llu}", cnt[k].macs,
-			             cnt[k].alu, cnt[k].d2o, cnt[k].o2d);
+			std::fprintf(f, ",\"macs\":%llu,\"alu_ops\":%llu,\"ddr_to_ocm\":%llu,\"ocm_to_ddr\":%llu,\"saturated\":%llu}",
+			             cnt[k].macs, cnt[k].alu, cnt[k].d2o, cnt[k].o2d, cnt[k].sat);
 		}
 		std::fprintf(f, "],\"input_bytes\":%llu,\"output_bytes\":%llu}\n", in_bytes, out_bytes);
 		if (std::fclose(f) != 0 || std::rename(tmp.c_str(), counters.c_str()) != 0)

@@ -41,32 +41,6 @@ const char *sim_ccl_dir(void)
 	return e && *e ? e : WLOWER_CCL_DIR;
 }
 
-int sim_mkdirs(const char *dir, Diag *d)
-{
-	char *p = strdup(dir);
-	if (!p)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	for (char *s = p + 1;; s++) {
-		if (*s == '/' || *s == 0) {
-			char c = *s;
-			*s = 0;
-			if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-				int e = errno;
-				free(p);
-				return diag_fail(d, "%s: cannot create folder: %s", dir, strerror(e));
-			}
-			*s = c;
-			if (!c)
-				break;
-		}
-	}
-	free(p);
-	struct stat st;
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		return diag_fail(d, "%s: not a folder", dir);
-	return WL_OK;
-}
-
 /* A growable byte buffer for the hash input. */
 typedef struct Buf { char *p; size_t n, cap; } Buf;
 
@@ -332,7 +306,7 @@ int sim_build(const char *dir, bool quiet, char **exe, Diag *d)
 		*exe = strdup(exe_path);
 		return WL_OK;
 	}
-	if (sim_mkdirs(root, d) != WL_OK) {
+	if (mkdir_p(root, d) != WL_OK) {
 		free(root);
 		return WL_ERR;
 	}

@@ -520,14 +520,9 @@ static int run_module(const char *exe, const SimArgs *a, const char *counters, D
 /* counters.json vs schedule.json, kernel by kernel. */
 static int check_counters(const char *path, const SimSchedule *s, Diag *d)
 {
-	MappedFile f;
-	if (file_map(path, &f, d) != WL_OK)
+	cJSON *r;
+	if (json_read_file(path, &r, d) != WL_OK)
 		return WL_ERR;
-	cJSON *r = f.addr ? cJSON_ParseWithLength(f.addr, f.len) : NULL;
-	if (f.addr)
-		file_unmap(&f);
-	if (!r)
-		return diag_fail(d, "%s: not valid JSON", path);
 	int rc = WL_OK;
 	const cJSON *ks = get(r, "kernels");
 	if (!cJSON_IsArray(ks)) {
@@ -696,7 +691,7 @@ int cmd_sim(int argc, char **argv)
 		goto fail;
 	if (!a.cost_only && check_inputs(a.dir, man, &a, &d) != WL_OK)
 		goto fail;
-	if (sim_mkdirs(a.outdir, &d) != WL_OK)
+	if (mkdir_p(a.outdir, &d) != WL_OK)
 		goto fail;
 	if (!a.cost_only) {
 		size_t n = strlen(a.outdir) + 16;

@@ -104,20 +104,6 @@ void sim_print_bars(FILE *f, const SimReport *rep)
 	}
 }
 
-static int write_json(const char *path, cJSON *root, Diag *d)
-{
-	char *txt = cJSON_Print(root);
-	AtomicFile af;
-	int rc = WL_ERR;
-	if (txt && atomic_open(&af, path, d) == WL_OK) {
-		fputs(txt, af.f);
-		fputc('\n', af.f);
-		rc = atomic_commit(&af, d);
-	}
-	free(txt);
-	return rc;
-}
-
 static double rnd(double x) { return (double)llround(x); }
 
 static void svg_text(FILE *f, const char *s)
@@ -231,7 +217,7 @@ int sim_write_profiles(const char *outdir, const SimReport *rep, Diag *d)
 		}
 		char path[4096];
 		snprintf(path, sizeof path, "%s/profile_core%d.json", outdir, c);
-		int rc = write_json(path, root, d);
+		int rc = json_write_atomic(path, root, d);
 		cJSON_Delete(root);
 		if (rc != WL_OK)
 			return WL_ERR;

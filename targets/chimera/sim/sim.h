@@ -32,7 +32,6 @@ const char *sim_ccl_dir(void);
  * on stderr unless quiet. */
 int sim_build(const char *dir, bool quiet, char **exe, Diag *d);
 /* mkdir -p */
-int sim_mkdirs(const char *dir, Diag *d);
 
 /* ---------------------------------------------------------------- report.c */
 typedef struct SimCompare {
