@@ -7,7 +7,8 @@
  *   intBits(x)    = floor(log2(floor(x))) + 1  (0 for x < 1)
  *   intBitsNeg(x) = k if x == 2^k exactly (−2^k fits), else intBits(x)
  *   F = 31 − I                                 FixedPoint32<F>
- *   Add / Sub / Sum outputs (accumulations, residuals): F − 1 (1 guard bit)
+ *   Add / Sub / Sum outputs (accumulations, residuals) and LayerNormalization /
+ *   RMSNorm outputs (outlier features): F − 1 (1 guard bit)
  *
  * Which values: every float tensor of the main graph that is a graph input,
  * a graph output, or an input or output of a node, except initializers
@@ -102,9 +103,11 @@ static int range_int_bits(double lo, double hi)
 	return a > b ? a : b;
 }
 
+/* Outputs that take one guard bit (docs/numerics.md "Guard bits"). */
 static bool is_accumulating(const Node *n)
 {
-	return n->op == OP_Add || n->op == OP_Sub || n->op == OP_Sum;
+	return n->op == OP_Add || n->op == OP_Sub || n->op == OP_Sum ||
+	       n->op == OP_LayerNormalization || n->op == OP_WlRMSNorm;
 }
 
 static bool is_float(const Value *v)

@@ -245,8 +245,41 @@ static void test_gemm_exact()
 	EXPECT(c.macs == (unsigned long long)M * K * N && c.alu == (unsigned long long)M * N, "counters");
 }
 
+/* Stores that clip (a value outside its calibrated format) are counted, so
+ * the runner can report them (counters.json "saturated"): found debugging
+ * the float Whisper decoder, where one LayerNorm output (4.043 at F 29,
+ * limit 4) clipped silently and flipped a near-tie token. */
+static void test_saturation_count()
+{
+	int32_t y[4];
+	unsigned long long s0 = ccl::saturated_stores.load();
+	ccl::stq<29>(y, 0, (int64_t)(3.99 * (1 << 29)), 29);
+	EXPECT(ccl::saturated_stores.load() == s0, "in range: no count");
+	ccl::stq<29>(y, 1, (int64_t)(4.043 * (1 << 29)), 29);
+	ccl::stq_rt(29, y, 2, -(int64_t)(4.5 * (1 << 30)), 30);
+	EXPECT(y[1] == INT32_MAX && y[2] == INT32_MIN, "clipped");
+	EXPECT(ccl::saturated_stores.load() == s0 + 2, "two clipped stores: %llu",
+	       ccl::saturated_stores.load() - s0);
+	/* a layerNorm whose output leaves F 29: one outlier in a row of 32
+	 * normalizes to sqrt(31) = 5.57 > 4 */
+	constexpr int D = 32;
+	int32_t x[D], gb[2 * D], out[D];
+	for (int i = 0; i < D; i++) {
+		x[i] = i == 3 ? 1 << 27 : 0;                      /* F 27 */
+		gb[i] = 1 << 30;                                  /* gamma 1 at F 30 */
+		gb[D + i] = 0;
+	}
+	ccl::Ctx c{};
+	s0 = ccl::saturated_stores.load();
+	nn::layerNorm<1, D, 27, 27, 29, 30, 31, 10995116LL>(c, x, gb, out);
+	EXPECT(out[3] == INT32_MAX, "outlier clipped at 4: %d", out[3]);
+	EXPECT(ccl::saturated_stores.load() == s0 + 1, "layerNorm: one clipped store: %llu",
+	       ccl::saturated_stores.load() - s0);
+}
+
 int main()
 {
+	test_saturation_count();
 	test_shifts();
 	test_fp16();
 	test_mathfx();
