@@ -564,6 +564,12 @@ static int check_counters(const char *path, const SimSchedule *s, Diag *d)
 			rc = diag_fail(d, "%s: kernel '%s' (%s): the run counted %llu %s, schedule.json says %llu "
 			               "(the emulation and the schedule disagree)", path, sk->name, sk->op,
 			               (unsigned long long)got, what, (unsigned long long)want);
+		/* fixed-point stores that clipped: a value beyond its calibrated format */
+		const cJSON *sat = get(k, "saturated");
+		if (rc == WL_OK && cJSON_IsNumber(sat) && sat->valuedouble > 0)
+			fprintf(stderr, "wlower sim: note: kernel '%s' (%s): %.0f fixed-point stores saturated "
+			        "(values beyond the calibrated range; calibrate on more samples)\n",
+			        sk->name, sk->op, sat->valuedouble);
 	}
 out:
 	cJSON_Delete(r);
