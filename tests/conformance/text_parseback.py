@@ -28,6 +28,7 @@ exceptions):
     write an empty name first in a list;
   - type_proto attributes (Optional's 'type'): 1.12 has no syntax for them.
 """
+import concurrent.futures
 import glob
 import math
 import os
@@ -227,17 +228,25 @@ def main():
         print("text-parseback: no models under %s" % data, file=sys.stderr)
         return 1
     failed, fixfailed = [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        for m in models:
-            name = os.path.basename(os.path.dirname(m))
-            try:
-                f, fx = check(wlower, m, tmp)
-            except subprocess.TimeoutExpired:
-                f, fx = "timeout", None
-            if f:
-                failed.append((name, f))
-            if fx:
-                fixfailed.append((name, fx))
+    def one(m, tmp):
+        os.mkdir(tmp)
+        try:
+            return check(wlower, m, tmp)
+        except subprocess.TimeoutExpired:
+            return "timeout", None
+
+    # two workers (the subprocesses run while the other thread parses), a
+    # temporary folder per model; results kept in model order
+    with tempfile.TemporaryDirectory() as t0:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:
+            futs = [ex.submit(one, m, os.path.join(t0, str(i))) for i, m in enumerate(models)]
+            for m, fu in zip(models, futs):
+                name = os.path.basename(os.path.dirname(m))
+                f, fx = fu.result()
+                if f:
+                    failed.append((name, f))
+                if fx:
+                    fixfailed.append((name, fx))
     n, bad = len(models), len(failed)
     print("text-parseback: %d passed, %d failed" % (n - bad, bad))
     for name, why in failed:
