@@ -77,7 +77,6 @@ struct FixedPoint32 {
 	{
 		return FixedPoint32<G>::fromRaw(sat32(rshift_round(raw, F - G)));
 	}
-	double toDouble() const { return std::ldexp((double)raw, -F); }   /* reporting only */
 };
 
 constexpr bool isFixed(int fmt) { return fmt >= 0 && fmt <= 31; }

@@ -321,9 +321,6 @@ int main(int argc, char **argv)
 		unsigned long long sat0 = ccl::saturated_stores.load();
 		P.kernels[k].fn(c);
 		cnt[k] = {c.macs, c.alu, c.ddr_to_ocm, c.ocm_to_ddr, ccl::saturated_stores.load() - sat0};
-		if (cnt[k].sat)   /* values outside their calibrated format: clipped */
-			std::fprintf(stderr, "module_sim: note: kernel %d '%s' (%s): %llu stored values saturated\n", k,
-			             P.kernels[k].name, P.kernels[k].op, cnt[k].sat);
 		if (progress) {
 			std::printf("progress %d %d\n", k + 1, P.nkernels);
 			std::fflush(stdout);
