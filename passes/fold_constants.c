@@ -37,7 +37,7 @@
  */
 #include <string.h>
 #include "passes.h"
-#include "runtime/rt.h"
+#include "runtime/interp/interp.h"
 
 #define FOLD_MAX_ELEMS ((int64_t)1 << 20)
 

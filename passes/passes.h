@@ -1,7 +1,67 @@
-/* passes.h — entry points of the passes; the table is in passes.c. */
+/* passes.h — the pass interface, the pass manager (passmgr.c) and the
+ * entry points of the passes; the table is in passes.c. */
 #ifndef WLOWER_PASSES_H
 #define WLOWER_PASSES_H
-#include "compiler.h"
+#include "compiler/onnx/onnx.h"
+
+typedef struct PassContext PassContext;
+typedef struct Pass {
+	const char *name;
+	int (*run)(Module *m, PassContext *ctx, Diag *d);
+	const char *requires;  /* free text, as QBE's contract comments */
+	const char *invalidates;
+	const char *group;     /* pass group it belongs to ("canonicalize"...) or NULL */
+	const char *help;
+} Pass;
+
+/* The one table (passes/passes.c), in default pipeline order. */
+extern const Pass pass_table[];
+extern const int pass_count;
+const Pass *pass_find(const char *name);
+
+/* Options of the fusing pipeline (the driver's flags). Passes that a flag
+ * enables do nothing without it. */
+typedef struct FuseOptions {
+	bool prepend_logmel;       /* --prepend-logmel: input becomes waveform [1,480000] */
+	bool append_argmax;        /* --append-argmax: logits outputs become int32 ids */
+	bool fp16_attention;       /* --fp16-attention: attention-adjacent edges float16 */
+} FuseOptions;
+
+/* Options of the numerics passes (group 'numerics'; chimera targets).
+ * Passes do nothing without tranges_path. */
+typedef struct NumericsOptions {
+	const char *tranges_path;  /* --tranges FILE */
+	bool print_fracbits;       /* --print-fracbits: table to stdout */
+} NumericsOptions;
+
+struct PassContext {
+	const char *model_path;
+	int verbose;
+	FuseOptions fuse;
+	NumericsOptions numerics;
+	/* set by passes for --time-passes / statistics */
+	int changed;
+};
+
+typedef struct PipelineOptions {
+	const char *passes;        /* "a,b,c" (names or groups), NULL = default */
+	const char *stop_after;    /* NULL = run all */
+	const char *print_after;   /* comma list */
+	bool print_after_all;
+	bool time_passes;
+	bool verify_each;          /* run ir_verify after every pass */
+	FILE *print_to;            /* where --print-after goes (stderr default) */
+	FuseOptions fuse;
+	NumericsOptions numerics;
+	PrintOptions print;
+} PipelineOptions;
+
+/* Validates names (unknown pass → error listing valid names). */
+int pipeline_run(Module *m, const PipelineOptions *opt, Diag *d);
+/* Expands "a,b,group" into pass pointers; returns count or WL_ERR. */
+int pipeline_resolve(const char *spec, const Pass **out, int max, Diag *d);
+
+/* ---------------------------------------------------------------- passes.c */
 
 int pass_constant_to_initializer(Module *m, PassContext *ctx, Diag *d);
 int pass_dce(Module *m, PassContext *ctx, Diag *d);

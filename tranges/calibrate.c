@@ -1,15 +1,14 @@
-/* calibrate.c — `wlower calibrate`: record the value range of every tensor.
+/* calibrate.c — record the value range of every tensor the float reference
+ * executor computes (the engine of `wlower calibrate`, compiler/driver/
+ * cmd_calibrate.c, and of pipeline calibration).
  *
  *   wlower calibrate MODEL --samples NAME=FILE.npy ... -o X.tranges
  *                    [--percentile P] [--threads N]
  *
- * The first axis of each samples file indexes samples: a file for input
- * [1,80,3000] holds [S,80,3000] (the input's leading 1 dropped) or
- * [S,1,80,3000]. Every file gives the same S. Sample s binds a view of
- * slice s (no copy) and runs the float reference executor; the executor's
- * observer reports every node output, and the bound inputs are recorded
- * directly, so the file gets a range for every graph input and every node
- * output (initializers are not listed: their ranges are in the model).
+ * calib_observe is the executor's observer (every node output) and is also
+ * called for each bound input, so the result has a range for every graph
+ * input and every node output (initializers are not listed: their ranges
+ * are in the model).
  *
  * Ranges are over the finite values, NaN skipped. A tensor that held -inf
  * (+inf) gets min -FLT_MAX (max +FLT_MAX), since JSON has no infinity, and
@@ -24,38 +23,12 @@
  *   range = [max(min, -c), min(max, c)].
  * P = 100 gives the plain min/max.
  *
- * On a terminal, stderr shows a progress bar.
  */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-#include "commands.h"
-#include "runtime/rt.h"
-#include "tranges/tranges.h"
-
-static const char CMD[] = "calibrate";
-
-static const char usage_calibrate[] =
-"usage: wlower calibrate MODEL --samples NAME=FILE.npy ... -o X.tranges [--percentile P] [--threads N]\n"
-"\n"
-"Runs the float graph of MODEL on every sample and writes the min/max of every\n"
-"graph input and node output to X.tranges (JSON, format wlower-tranges v1).\n"
-"\n"
-"  --samples NAME=FILE   samples for graph input NAME, stacked on a new first axis:\n"
-"                        shape [S, *input], or [S, *input[1:]] when the input's\n"
-"                        first dim is 1 (e.g. [73,80,3000] for input_features\n"
-"                        [1,80,3000]); every input needs one, all with the same S\n"
-"  -o, --output FILE     the tranges file to write (atomically)\n"
-"  --percentile P        clip outliers: per tensor, c = the P-th percentile of |x|\n"
-"                        pooled over all samples, range = [max(min,-c), min(max,c)]\n"
-"                        (0 < P <= 100; 100 = plain min/max, the default)\n"
-"  --threads N           threads for the kernels (default: the online CPUs)\n"
-"  -h, --help            this help\n"
-"\n"
-"exit status: 0 success, 1 bad input (one line naming file, input, tensor), 2 usage error\n";
+#include "tranges/calibrate.h"
 
 enum { HIST_BINS = 1 << 15 };   /* top 15 bits of a non-negative float32 */
 
@@ -69,10 +42,10 @@ typedef struct Stat {
 	uint64_t *hist;             /* --percentile only */
 } Stat;
 
-typedef struct Calib {
+struct Calib {
 	Stat *st; int nst;
 	bool want_hist;
-} Calib;
+};
 
 static Stat *stat_for(Calib *c, const Value *v)
 {
@@ -148,7 +121,7 @@ static void add_f32(Stat *s, const float *p, int64_t n, uint64_t *hist)
 		add_value(s, p[i], hist);
 }
 
-static void observe(void *ctx, const Value *v, const RTensor *t)
+void calib_observe(void *ctx, const Value *v, const RTensor *t)
 {
 	Calib *c = ctx;
 	if (!v || !t)
@@ -206,207 +179,23 @@ static double percentile_clip(const Stat *s, double p)
 	return fmin((double)c, maxabs);
 }
 
-/* ---------------------------------------------------------------- samples */
-
-typedef struct Samples {
-	char *name;
-	const char *file;
-	RTensor all;                /* [S, ...] as read */
-	bool loaded;
-	const Value *input;
-	RTensor view;               /* one sample; data points into all */
-	size_t stride;              /* bytes per sample */
-} Samples;
-
-/* Shape of one sample from the file's [S, ...] and the input's declared type. */
-static int sample_shape(Samples *sm, const char *model, Diag *d)
+Calib *calib_new(bool want_hist)
 {
-	const RTensor *a = &sm->all;
-	const Type *ty = &sm->input->type;
-	char got[128], want[256];
-	if (a->ndim < 1)
-		return diag_fail(d, "%s: samples for input '%s' are a scalar: expected [S, ...] with one "
-		                 "sample per index of the first axis", sm->file, sm->name);
-	int rank = ty->kind == TY_TENSOR && ty->has_shape ? ty->rank : -1;
-	RTensor *v = &sm->view;
-	*v = (RTensor){.dtype = a->dtype, .owned = false};
-	if (rank >= 0 && a->ndim == rank + 1) {
-		v->ndim = rank;
-		memcpy(v->dims, a->dims + 1, (size_t)rank * sizeof *v->dims);
-	} else if (rank >= 1 && a->ndim == rank && a->ndim < RT_MAX_DIMS &&
-	           (ty->dims[0].kind != DIM_VALUE || ty->dims[0].value == 1)) {
-		v->ndim = rank;
-		v->dims[0] = 1;
-		memcpy(v->dims + 1, a->dims + 1, (size_t)(rank - 1) * sizeof *v->dims);
-	} else if (rank < 0) {
-		v->ndim = a->ndim - 1;      /* rank unknown: take the file's */
-		memcpy(v->dims, a->dims + 1, (size_t)v->ndim * sizeof *v->dims);
-	} else {
-		return diag_fail(d, "%s: samples for input '%s' have shape %s: expected [S, *input] or, when "
-		                 "the input's first dim is 1, [S, *input[1:]] for input %s of %s", sm->file, sm->name,
-		                 rt_describe(a, got, sizeof got), cmd_describe_value(sm->input, want, sizeof want), model);
-	}
-	int64_t S = a->dims[0];
-	sm->stride = S > 0 ? a->nbytes / (size_t)S : 0;
-	v->nbytes = sm->stride;
-	v->data = a->data;
-	return WL_OK;
+	Calib *c = calloc(1, sizeof *c);
+	if (!c)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	c->want_hist = want_hist;
+	return c;
 }
 
-/* ---------------------------------------------------------------- progress */
-
-static void progress(int done, int total, double t0_ms, bool tty)
+void calib_free(Calib *c)
 {
-	if (!tty)
+	if (!c)
 		return;
-	static double last_ms = -1e9;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	double now = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-	if (done > 0 && done < total && now - last_ms < 100)
-		return;                     /* at most 10 redraws a second */
-	last_ms = now;
-	double el = (now - t0_ms) / 1e3;
-	enum { W = 30 };
-	int fill = total ? (int)((int64_t)W * done / total) : W;
-	char bar[W + 1];
-	for (int i = 0; i < W; i++)
-		bar[i] = i < fill ? '#' : '.';
-	bar[W] = 0;
-	fprintf(stderr, "\rcalibrate [%s] %d/%d samples  %.1f s", bar, done, total, el);
-	if (done > 0 && done < total)
-		fprintf(stderr, ", ~%.0f s left ", el / done * (total - done));
-	else
-		fputs("              ", stderr);
-	if (done == total)
-		fputc('\n', stderr);
-	fflush(stderr);
-}
-
-static double mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* ---------------------------------------------------------------- command */
-
-typedef struct CalArgs {
-	const char *model, *out;
-	Samples *sm; int nsm;
-	double percentile;
-	long threads;
-} CalArgs;
-
-static int parse_cal_args(int argc, char **argv, CalArgs *a)
-{
-	for (int i = 1; i < argc; i++) {
-		const char *s = argv[i], *v;
-		int r;
-		if ((r = cmd_opt(CMD, "--samples", argc, argv, &i, &v)) != 0) {
-			if (r < 0)
-				return CMD_USAGE;
-			Samples *sm = &a->sm[a->nsm];
-			if (!cmd_split_binding(v, &sm->name, &sm->file))
-				return cmd_usage(CMD, "--samples '%s': expected NAME=FILE.npy", v);
-			for (int k = 0; k < a->nsm; k++)
-				if (strcmp(a->sm[k].name, sm->name) == 0) {
-					cmd_usage(CMD, "samples for input '%s' given twice", sm->name);
-					free(sm->name);
-					return CMD_USAGE;
-				}
-			a->nsm++;
-			continue;
-		}
-		if (strcmp(s, "-o") == 0) {
-			if (i + 1 >= argc)
-				return cmd_usage(CMD, "option '%s' needs a value", "-o");
-			a->out = argv[++i];
-			continue;
-		}
-		if ((r = cmd_opt(CMD, "--output", argc, argv, &i, &v)) != 0) {
-			if (r < 0)
-				return CMD_USAGE;
-			a->out = v;
-			continue;
-		}
-		if ((r = cmd_opt(CMD, "--percentile", argc, argv, &i, &v)) != 0) {
-			if (r < 0)
-				return CMD_USAGE;
-			char *end;
-			double p = strtod(v, &end);
-			if (end == v || *end || !(p > 0 && p <= 100))
-				return cmd_usage(CMD, "--percentile: expected a number in (0, 100], got '%s'", v);
-			a->percentile = p;
-			continue;
-		}
-		if ((r = cmd_opt(CMD, "--threads", argc, argv, &i, &v)) != 0) {
-			if (r < 0 || cmd_int(CMD, "--threads", v, 1, 1024, &a->threads) < 0)
-				return CMD_USAGE;
-			continue;
-		}
-		if (s[0] == '-' && s[1] != 0)
-			return cmd_usage(CMD, "unknown option '%s'", s);
-		if (a->model)
-			return cmd_usage(CMD, "more than one model given ('%s')", s);
-		a->model = s;
-	}
-	if (!a->model)
-		return cmd_usage(CMD, "no model given");
-	if (!a->out)
-		return cmd_usage(CMD, "no output given (-o X.tranges)");
-	if (a->nsm == 0)
-		return cmd_usage(CMD, "no samples given (--samples NAME=FILE.npy)");
-	return CMD_OK;
-}
-
-/* Loads and checks every samples file; returns S or WL_ERR. */
-static int64_t load_samples(Exec *e, CalArgs *a, Diag *d)
-{
-	char list[512];
-	int64_t S = -1;
-	const char *s_file = NULL;
-	for (int k = 0; k < a->nsm; k++) {
-		Samples *sm = &a->sm[k];
-		for (int i = 0; i < exec_input_count(e); i++)
-			if (strcmp(exec_input(e, i)->name, sm->name) == 0)
-				sm->input = exec_input(e, i);
-		if (!sm->input) {
-			size_t n = 0;
-			list[0] = 0;
-			for (int i = 0; i < exec_input_count(e) && n + 1 < sizeof list; i++)
-				n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", exec_input(e, i)->name);
-			return diag_fail(d, "%s: input '%s' is not an input of %s (inputs: %s)", sm->file, sm->name,
-			                 a->model, list);
-		}
-		if (npy_read(sm->file, &sm->all, d) != WL_OK) {
-			diag_prefix(d, "samples for input '%s': ", sm->name);
-			return WL_ERR;
-		}
-		sm->loaded = true;
-		if (sample_shape(sm, a->model, d) != WL_OK)
-			return WL_ERR;
-		if (S >= 0 && sm->all.dims[0] != S)
-			return diag_fail(d, "%s: %lld samples for input '%s', but %s has %lld", sm->file,
-			                 (long long)sm->all.dims[0], sm->name, s_file, (long long)S);
-		S = sm->all.dims[0];
-		s_file = sm->file;
-	}
-	for (int i = 0; i < exec_input_count(e); i++) {
-		const Value *v = exec_input(e, i);
-		bool given = false;
-		for (int k = 0; k < a->nsm; k++)
-			given |= a->sm[k].input == v;
-		if (!given) {
-			char ty[256];
-			return diag_fail(d, "%s: input '%s' (%s) has no samples: add --samples %s=FILE.npy", a->model,
-			                 v->name, cmd_describe_value(v, ty, sizeof ty), v->name);
-		}
-	}
-	if (S == 0)
-		return diag_fail(d, "%s: no samples (the first axis is 0)", s_file);
-	return S;
+	for (int i = 0; i < c->nst; i++)
+		free(c->st[i].hist);
+	free(c->st);
+	free(c);
 }
 
 static const char *base_name(const char *p)
@@ -417,10 +206,10 @@ static const char *base_name(const char *p)
 
 /* Ranges in a stable order: graph inputs, then node outputs in node order,
  * then anything else observed (subgraph values), by id. */
-static TRanges *collect(Calib *c, Module *m, const CalArgs *a, int64_t S, Diag *d,
-                        int *n_inf, char *inf_names, size_t inf_len, int *n_missing, const char **missing)
+TRanges *calib_collect(Calib *c, Module *m, const char *model, int64_t S, double percentile,
+                       int *n_inf, char *inf_names, size_t inf_len, int *n_missing, const char **missing)
 {
-	TRanges *tr = tranges_new(base_name(a->model), S);
+	TRanges *tr = tranges_new(base_name(model), S);
 	bool *done = calloc((size_t)c->nst + 1, 1);
 	if (!done)
 		wl_die(__FILE__, __LINE__, "out of memory");
@@ -467,8 +256,8 @@ static TRanges *collect(Calib *c, Module *m, const CalArgs *a, int64_t S, Diag *
 			continue;           /* empty, or all NaN */
 		double mn = s->seen ? s->min : (s->neg_inf ? -FLT_MAX : FLT_MAX);
 		double mx = s->seen ? s->max : (s->pos_inf ? FLT_MAX : -FLT_MAX);
-		if (a->percentile > 0 && a->percentile < 100 && s->hist && s->seen) {
-			double clip = percentile_clip(s, a->percentile);
+		if (percentile > 0 && percentile < 100 && s->hist && s->seen) {
+			double clip = percentile_clip(s, percentile);
 			mn = fmax(mn, -clip);
 			mx = fmin(mx, clip);
 		}
@@ -488,98 +277,6 @@ static TRanges *collect(Calib *c, Module *m, const CalArgs *a, int64_t S, Diag *
 	}
 	free(order);
 	free(done);
-	(void)d;
 	return tr;
 }
 
-int cmd_calibrate(int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(usage_calibrate, stdout);
-			return CMD_OK;
-		}
-	CalArgs a = {0};
-	a.sm = calloc((size_t)argc + 1, sizeof *a.sm);
-	if (!a.sm)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	Diag d = {0};
-	Module *m = NULL;
-	Exec *e = NULL;
-	TRanges *tr = NULL;
-	Calib c = {0};
-	int rc = parse_cal_args(argc, argv, &a);
-	if (rc != CMD_OK)
-		goto out;
-	rc = CMD_BAD_INPUT;
-	if (model_read(a.model, &m, &d) != WL_OK || ir_verify(m, &d) != WL_OK)
-		goto fail;
-	if (exec_new(m, a.threads ? (int)a.threads : cmd_default_threads(), &e, &d) != WL_OK)
-		goto fail;
-	int64_t S = load_samples(e, &a, &d);
-	if (S < 0)
-		goto fail;
-	if (S > 0x7fffffff) {
-		diag_fail(&d, "%s: too many samples (%lld)", a.sm[0].file, (long long)S);
-		goto fail;
-	}
-	c.want_hist = a.percentile > 0 && a.percentile < 100;
-	exec_set_observer(e, observe, &c);
-	bool tty = isatty(2);
-	double t0 = mono_ms();
-	progress(0, (int)S, t0, tty);
-	for (int64_t s = 0; s < S; s++) {
-		for (int k = 0; k < a.nsm; k++) {
-			Samples *sm = &a.sm[k];
-			sm->view.data = (char *)sm->all.data + (size_t)s * sm->stride;
-			if (exec_bind(e, sm->name, &sm->view, &d) != WL_OK) {
-				size_t l = strlen(d.msg);
-				snprintf(d.msg + l, sizeof d.msg - l, " (%s, sample %lld)", sm->file, (long long)s);
-				if (tty)
-					fputc('\n', stderr);
-				goto fail;
-			}
-			observe(&c, sm->input, &sm->view);
-		}
-		if (exec_run(e, &d) != WL_OK) {
-			diag_prefix(&d, "sample %lld: ", (long long)s);
-			if (tty)
-				fputc('\n', stderr);
-			goto fail;
-		}
-		progress((int)s + 1, (int)S, t0, tty);
-	}
-	int n_inf, n_missing;
-	const char *missing;
-	char inf_names[512];
-	tr = collect(&c, m, &a, S, &d, &n_inf, inf_names, sizeof inf_names, &n_missing, &missing);
-	if (tranges_write(a.out, tr, &d) != WL_OK)
-		goto fail;
-	if (n_inf)
-		fprintf(stderr, "wlower calibrate: note: %d tensor%s held infinities, recorded as +-3.4e38: %s%s\n",
-		        n_inf, n_inf == 1 ? "" : "s", inf_names, n_inf > 4 ? ", ..." : "");
-	if (n_missing)
-		fprintf(stderr, "wlower calibrate: warning: the executor reported no values for %d tensor%s "
-		        "(first: '%s'); they have no range\n", n_missing, n_missing == 1 ? "" : "s", missing);
-	fprintf(stderr, "wlower calibrate: %lld samples, %d tensors -> %s\n", (long long)S, tr->n, a.out);
-	rc = CMD_OK;
-	goto out;
-fail:
-	cmd_error(CMD, &d);
-out:
-	tranges_free(tr);
-	if (e)
-		exec_free(e);
-	for (int k = 0; k < a.nsm; k++) {
-		if (a.sm[k].loaded)
-			rt_free(&a.sm[k].all);
-		free(a.sm[k].name);
-	}
-	free(a.sm);
-	for (int i = 0; i < c.nst; i++)
-		free(c.st[i].hist);
-	free(c.st);
-	if (m)
-		module_free(m);
-	return rc;
-}

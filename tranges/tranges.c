@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <cjson/cJSON.h>
-#include "compiler.h"
+#include "compiler/onnx/onnx.h"
 #include "tranges/tranges.h"
 
 enum { TRANGES_VERSION = 1 };

@@ -14,7 +14,7 @@
 #ifndef WLOWER_TRANGES_H
 #define WLOWER_TRANGES_H
 
-#include "ir/ir.h"
+#include "compiler/ir/ir.h"
 
 typedef struct TRange {
 	char *name;
@@ -49,6 +49,6 @@ int tranges_read(const char *path, TRanges **out, Diag *d);
 int tranges_write(const char *path, const TRanges *tr, Diag *d);
 
 /* The command (calibrate.c). */
-int cmd_calibrate(int argc, char **argv);
+
 
 #endif

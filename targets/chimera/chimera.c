@@ -21,7 +21,8 @@ int chimera_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	ch_tile(&cm);
 	if (ch_emit(&cm, dir, d) != WL_OK)
 		goto out;
-	if (manifest_new(m, o, &mf, d) != WL_OK)
+	ManifestInfo mi = target_manifest_info(o);
+	if (manifest_new(m, &mi, &mf, d) != WL_OK)
 		goto out;
 	cJSON *hw = manifest_hardware(mf), *cfg = ch_config_json(&o->chimera);
 	for (cJSON *it = cfg->child; it; it = it->next)

@@ -17,7 +17,7 @@
 #define WLOWER_CHIMERA_H
 
 #include <stdio.h>
-#include "../target.h"
+#include "targets/target.h"
 
 /* ---------------------------------------------------------------- kernels.c
  * Node inputs that are initializers are "constants": kernels.c packs them

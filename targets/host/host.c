@@ -591,7 +591,8 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	if (lr != WL_OK || write_weights(&plan, dir, d) != WL_OK)
 		goto done;
 
-	if (manifest_new(m, o, &mf, d) != WL_OK)
+	ManifestInfo mi = target_manifest_info(o);
+	if (manifest_new(m, &mi, &mf, d) != WL_OK)
 		goto done;
 	cJSON *hw = manifest_hardware(mf), *pr = manifest_program(mf);
 	cJSON_AddStringToObject(hw, "cpu", cpu);

@@ -33,9 +33,9 @@
 #include <stdint.h>
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
-#include "../target.h"
+#include "targets/target.h"
 
-#include "module_abi.h"   /* WL_MODULE_ABI, WlHostApi */
+#include "runtime/module/module_abi.h"   /* WL_MODULE_ABI, WlHostApi */
 
 typedef struct HostGen {
 	LLVMContextRef ctx;

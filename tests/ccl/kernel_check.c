@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "compiler.h"
-#include "runtime/rt.h"
+#include "compiler/onnx/onnx.h"
+#include "runtime/interp/interp.h"
 #include "targets/chimera/chimera.h"
 
 typedef struct Case {

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "runtime/rt.h"
-#include "runtime/kernels.h"
+#include "runtime/interp/interp.h"
+#include "runtime/interp/ref.h"
 
 /* The ops issue 3 lists (plus the cheap extras it names). */
 static const char *const listed[] = {

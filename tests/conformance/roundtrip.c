@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "compiler.h"
+#include "compiler/onnx/onnx.h"
 #include "onnx.pb-c.h"
 
 #define DEFAULT_DIR "/usr/share/libonnx-testdata/data/"

@@ -3,7 +3,7 @@
  * printed text must parse again. */
 #include <stdlib.h>
 #include <string.h>
-#include "compiler.h"
+#include "compiler/onnx/onnx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "passes/passes.h"
-#include "runtime/rt.h"
+#include "runtime/interp/interp.h"
 
 static Module *parse(const char *src)
 {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "runtime/rt.h"
+#include "runtime/interp/interp.h"
 #include "onnx.pb-c.h"
 
 /* ---------------------------------------------------------------- helpers */

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "passes/passes.h"
-#include "runtime/rt.h"
+#include "runtime/interp/interp.h"
 
 #ifndef WLOWER_SOURCE_ROOT
 #define WLOWER_SOURCE_ROOT "."

@@ -15,7 +15,7 @@
 #ifdef HAVE_ZLIB
 #include <zlib.h>
 #endif
-#include "runtime/rt.h"
+#include "runtime/interp/interp.h"
 #include "passes/passes.h"
 
 #define DATA_ROOT WLOWER_SOURCE_ROOT "/../shared/data"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "compiler.h"
+#include "passes/passes.h"
 
 static Module *tiny(Node **add_out, Node **relu_out)
 {

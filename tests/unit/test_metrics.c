@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/rt.h"
+#include "runtime/interp/interp.h"
 
 static RTensor f32(int ndim, const int64_t *dims, const float *v)
 {

@@ -23,9 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "compiler.h"
+#include "compiler/onnx/onnx.h"
 #include "onnx.pb-c.h"
-#include "pbwire.h"
+#include "compiler/onnx/pbwire.h"
 
 #define PYTHON "/usr/bin/python3"
 

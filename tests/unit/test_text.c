@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "compiler.h"
+#include "compiler/onnx/onnx.h"
 
 static const PrintOptions full = {.print_weights = true};
 

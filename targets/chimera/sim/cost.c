@@ -23,7 +23,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../chimera.h"
+#include "targets/chimera/chimera.h"
 
 const char *const cost_category_names[CAT_COUNT] = {
 	"compute", "mac", "data_array", "data_ocm", "data_external",

@@ -1,6 +1,7 @@
 /* sim.h — inside `wlower sim` (targets/chimera/sim/):
  *
- *   cmd_sim.c  the command: options, manifest + schedule checks, run, counters
+ *   sim.c      the command's work (its options: compiler/driver/cmd_sim.c):
+ *              manifest + schedule checks, run, counters
  *   build.c    g++ build of module.cpp + ccl/runner.cpp, cached by content hash;
  *              child processes (posix_spawn)
  *   cost.c     the cycle model (chimera.h, docs/cost-model.md)
@@ -9,9 +10,21 @@
 #ifndef WLOWER_SIM_H
 #define WLOWER_SIM_H
 
-#include "../chimera.h"
+#include "targets/chimera/chimera.h"
 
-/* schedule.json, parsed (cmd_sim.c). */
+/* The options of `wlower sim` (compiler/driver/cmd_sim.c parses them). */
+typedef struct Bind { char *name; const char *file; } Bind;
+typedef struct SimArgs {
+	const char *dir, *outdir;
+	Bind *in; int nin;
+	Bind *cmp; int ncmp;
+	bool quiet, cost_only, calibrate;
+} SimArgs;
+/* Everything after the options: checks, build, run, counters, cost model,
+ * report on stdout, profiles. WL_OK, or WL_ERR + Diag (one line). */
+int sim_run(const SimArgs *a, Diag *d);
+
+/* schedule.json, parsed (sim.c). */
 typedef struct SimSchedule {
 	cJSON *root;
 	char target[32];

@@ -1,0 +1,197 @@
+/* threadpool.c — a small persistent pool for the reference kernels.
+ *
+ * threads-1 workers sleep on a condition variable; parallel_for publishes a
+ * job (fn, ctx, n, chunk) under a new generation number, wakes them, and the
+ * caller takes part as tid 0. Chunks are claimed with an atomic counter, so
+ * the split is dynamic but every index is visited exactly once. Workers spin
+ * briefly before sleeping, because kernels tend to call parallel_for back to
+ * back. A parallel_for issued from inside a job (or while another thread owns
+ * the pool) runs inline on the calling thread with that thread's tid.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "interp.h"
+
+enum { SPIN_ITERS = 20000 };
+
+struct ThreadPool {
+	int n;                          /* threads, caller included */
+	pthread_t *th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv_start, cv_done;
+	pthread_mutex_t owner;          /* held by the thread running a job */
+	atomic_uint_fast64_t gen;       /* job generation */
+	atomic_int active;              /* workers not yet done with this gen */
+	atomic_bool quit;
+	/* the job */
+	ParallelFn fn;
+	void *ctx;
+	int64_t items, chunk;
+	atomic_int_fast64_t next;
+};
+
+typedef struct Worker { ThreadPool *p; int tid; } Worker;
+
+static _Thread_local int tls_tid = 0;
+static _Thread_local bool tls_in_job = false;
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+static void run_chunks(ThreadPool *p, int tid)
+{
+	for (;;) {
+		int64_t b = atomic_fetch_add(&p->next, p->chunk);
+		if (b >= p->items)
+			break;
+		int64_t e = b + p->chunk < p->items ? b + p->chunk : p->items;
+		p->fn(p->ctx, b, e, tid);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	Worker *w = arg;
+	ThreadPool *p = w->p;
+	tls_tid = w->tid;
+	uint64_t seen = 0;
+	for (;;) {
+		/* spin, then sleep, until a new generation or quit */
+		int spins = 0;
+		while (atomic_load(&p->gen) == seen && !atomic_load(&p->quit) && spins < SPIN_ITERS) {
+			cpu_relax();
+			spins++;
+		}
+		if (atomic_load(&p->gen) == seen && !atomic_load(&p->quit)) {
+			pthread_mutex_lock(&p->mu);
+			while (atomic_load(&p->gen) == seen && !atomic_load(&p->quit))
+				pthread_cond_wait(&p->cv_start, &p->mu);
+			pthread_mutex_unlock(&p->mu);
+		}
+		if (atomic_load(&p->quit))
+			break;
+		seen = atomic_load(&p->gen);
+		tls_in_job = true;
+		run_chunks(p, w->tid);
+		tls_in_job = false;
+		if (atomic_fetch_sub(&p->active, 1) == 1) {
+			pthread_mutex_lock(&p->mu);
+			pthread_cond_signal(&p->cv_done);
+			pthread_mutex_unlock(&p->mu);
+		}
+	}
+	free(w);
+	return NULL;
+}
+
+ThreadPool *threadpool_new(int threads)
+{
+	ThreadPool *p = calloc(1, sizeof *p);
+	if (!p)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	if (threads < 1)
+		threads = 1;
+	if (threads > 256)
+		threads = 256;
+	p->n = 1;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_mutex_init(&p->owner, NULL);
+	pthread_cond_init(&p->cv_start, NULL);
+	pthread_cond_init(&p->cv_done, NULL);
+	atomic_init(&p->gen, 0);
+	atomic_init(&p->active, 0);
+	atomic_init(&p->quit, false);
+	atomic_init(&p->next, 0);
+	if (threads > 1) {
+		p->th = calloc((size_t)threads, sizeof *p->th);
+		if (!p->th)
+			wl_die(__FILE__, __LINE__, "out of memory");
+		for (int i = 1; i < threads; i++) {
+			Worker *w = malloc(sizeof *w);
+			if (!w)
+				wl_die(__FILE__, __LINE__, "out of memory");
+			w->p = p;
+			w->tid = i;
+			if (pthread_create(&p->th[i], NULL, worker_main, w) != 0) {
+				free(w);
+				break;          /* fewer threads than asked: still correct */
+			}
+			p->n = i + 1;
+		}
+	}
+	return p;
+}
+
+void threadpool_free(ThreadPool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	atomic_store(&p->quit, true);
+	pthread_cond_broadcast(&p->cv_start);
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 1; i < p->n; i++)
+		pthread_join(p->th[i], NULL);
+	free(p->th);
+	pthread_mutex_destroy(&p->mu);
+	pthread_mutex_destroy(&p->owner);
+	pthread_cond_destroy(&p->cv_start);
+	pthread_cond_destroy(&p->cv_done);
+	free(p);
+}
+
+int threadpool_threads(const ThreadPool *p)
+{
+	return p ? p->n : 1;
+}
+
+void parallel_for(ThreadPool *p, int64_t n, int64_t grain, ParallelFn fn, void *ctx)
+{
+	if (n <= 0)
+		return;
+	if (grain < 1)
+		grain = 1;
+	if (!p || p->n == 1 || n <= grain || tls_in_job || pthread_mutex_trylock(&p->owner) != 0) {
+		bool was = tls_in_job;
+		tls_in_job = true;
+		fn(ctx, 0, n, tls_tid);
+		tls_in_job = was;
+		return;
+	}
+	int64_t chunk = (n + 4 * p->n - 1) / (4 * p->n);
+	if (chunk < grain)
+		chunk = grain;
+	p->fn = fn;
+	p->ctx = ctx;
+	p->items = n;
+	p->chunk = chunk;
+	atomic_store(&p->next, 0);
+	atomic_store(&p->active, p->n - 1);
+	pthread_mutex_lock(&p->mu);
+	atomic_fetch_add(&p->gen, 1);
+	pthread_cond_broadcast(&p->cv_start);
+	pthread_mutex_unlock(&p->mu);
+
+	tls_in_job = true;
+	run_chunks(p, 0);
+	tls_in_job = false;
+
+	int spins = 0;
+	while (atomic_load(&p->active) > 0 && spins < SPIN_ITERS) {
+		cpu_relax();
+		spins++;
+	}
+	if (atomic_load(&p->active) > 0) {
+		pthread_mutex_lock(&p->mu);
+		while (atomic_load(&p->active) > 0)
+			pthread_cond_wait(&p->cv_done, &p->mu);
+		pthread_mutex_unlock(&p->mu);
+	}
+	pthread_mutex_unlock(&p->owner);
+}

@@ -1,0 +1,67 @@
+/* module.h — the module-directory contract (runtime/module/): what every
+ * target writes and every reader (the host runtime, the simulator, the
+ * pipelines) checks. Writer and reader share these definitions.
+ *
+ *   manifest.c    manifest.json (DESIGN.md "Formats"): write and read
+ *   module_abi.h  the ABI of a host module.so (generator and runtime)
+ */
+#ifndef WLOWER_MODULE_H
+#define WLOWER_MODULE_H
+
+#include <cjson/cJSON.h>
+#include "passes/passes.h"
+
+/* ---------------------------------------------------------------- manifest.c
+ *
+ * manifest.json, written last by every target:
+ * {
+ *   "format": "wlower-module", "version": 1,
+ *   "model": "PATH", "model_sha256": "...", "wlower_version": "0.1.0",
+ *   "target": "qc-p", "hardware": {...target specific...},
+ *   "fuse": {"prepend_logmel": b, "append_argmax": b, "fp16_attention": b},
+ *   "passes": ["constant-to-initializer", ...],
+ *   "programs": [{"name": "main", "inputs": [IO...], "outputs": [IO...],
+ *                 "op_counts": {"ai.wlower.MatMulNBits": 16, "Add": 8, ...}, ...target extras}],
+ *   "files": [{"name": "module.cpp", "bytes": N, "sha256": "..."}, ...],
+ *   "compile_ms": T
+ * }
+ * IO = {"name": "x", "dtype": "float32", "shape": [1,80,3000],
+ *       "format": "fixed" | "float32" | "float16" | "int", "frac_bits": F (fixed only),
+ *       "range": [min, max] (when known)}
+ * Dims are integers; a symbolic dim is an error for the targets (static shapes).
+ */
+typedef struct Manifest Manifest;
+/* Common part from the module (inputs/outputs/op counts/fuse/passes/model). */
+typedef struct ManifestInfo {
+	const char *model_path;     /* the model as given on the command line */
+	const char *target_name;    /* "qc-p", "host" ... */
+	FuseOptions fuse;
+	const char **passes_run;    /* names of the passes that ran, in order */
+	int npasses_run;
+	double t_start_ms;          /* CLOCK_MONOTONIC at driver start (compile time) */
+} ManifestInfo;
+int manifest_new(Module *m, const ManifestInfo *info, Manifest **out, Diag *d);
+/* The target adds its own keys: the hardware object and the program object
+ * ("main") are returned for additions; keys must not clash with the above. */
+cJSON *manifest_hardware(Manifest *mf);
+cJSON *manifest_program(Manifest *mf);
+cJSON *manifest_root(Manifest *mf);
+/* Records DIR/name (size + sha256 of its bytes as now on disk). */
+int manifest_add_file(Manifest *mf, const char *dir, const char *name, Diag *d);
+/* Sets compile_ms, writes DIR/manifest.json atomically, frees mf. */
+int manifest_write(Manifest *mf, const char *dir, Diag *d);
+void manifest_free(Manifest *mf);
+/* IO entry for a value (used by manifest_new; exported for targets that
+ * describe extra buffers the same way). */
+cJSON *manifest_io(const Value *v);
+
+/* JSON files: pretty-printed + newline, written atomically; read whole
+ * ("FILE: not valid JSON" on a parse error). */
+int json_write_atomic(const char *path, const cJSON *root, Diag *d);
+int json_read_file(const char *path, cJSON **out, Diag *d);
+
+/* Reading (runtime, sim): parses DIR/manifest.json, checks format/version.
+ * Errors name the file and key ("out/manifest.json: programs[0].inputs[1]: missing 'shape'"). */
+int manifest_read(const char *dir, cJSON **out, Diag *d);
+
+#endif

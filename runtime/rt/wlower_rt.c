@@ -1,0 +1,734 @@
+/* wlower_rt.c — the host module runtime (public interface: wlower_rt.h).
+ *
+ * wl_open reads DIR/manifest.json (targets/manifest.c: manifest_read checks
+ * format and version) and validates every key used here, dlopens
+ * DIR/module.so (RTLD_LOCAL | RTLD_NOW) and checks its ABI, maps
+ * DIR/weights.bin (size checked against the manifest's "files" entry),
+ * allocates the workspace and the output buffers (64-byte aligned) and
+ * starts the thread pool (runtime/threadpool.c). wl_run fills the io array
+ * and calls wl_module_run: no allocation.
+ *
+ * Module ABI (targets/host/hostgen.h, which pulls in LLVM headers, so the
+ * runtime repeats the two definitions it needs; keep them in sync):
+ *   int32_t wl_module_abi(void);
+ *   void wl_module_run(const WlHostApi *api, void *const *io,
+ *                      const uint8_t *weights, uint8_t *workspace);
+ * Optional, for WLOWER_PROFILE=1 (docs/host-contracts.md "Profiling"):
+ *   int32_t wl_module_kernel_count(void);
+ *   const char *wl_module_kernel_name(int32_t i);
+ *   void wl_module_run_kernel(const WlHostApi *api, int32_t i, void *const *io,
+ *                             const uint8_t *weights, uint8_t *workspace);
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "runtime/rt/wlower_rt.h"
+#include "runtime/interp/interp.h"
+#include "targets/target.h"
+
+/* ---- the module ABI (targets/host/module_abi.h) ---- */
+#include "runtime/module/module_abi.h"
+typedef int32_t (*AbiFn)(void);
+typedef void (*RunFn)(const WlHostApi *api, void *const *io, const uint8_t *weights, uint8_t *workspace);
+typedef int32_t (*KCountFn)(void);
+typedef const char *(*KNameFn)(int32_t i);
+typedef void (*RunKernelFn)(const WlHostApi *api, int32_t i, void *const *io, const uint8_t *weights,
+                            uint8_t *workspace);
+/* ---- */
+
+typedef struct Port {
+	WlTensorInfo info;
+	char *name;
+	const void *bound;          /* inputs: caller data */
+	void *buf;                  /* outputs: runtime buffer; inputs: aligned staging copy (lazy) */
+} Port;
+
+struct WlModule {
+	char *dir;
+	Diag d;
+	int nin, nout;
+	Port *in, *out;
+	void **io;                  /* nin + nout pointers */
+	void *so;
+	RunFn run;
+	RunKernelFn run_kernel;
+	int nkernels;               /* > 0 when profiling */
+	const char **kname;
+	double *kms;
+	long pruns;
+	uint8_t *weights;
+	size_t weights_len;
+	bool weights_mapped;
+	uint8_t *workspace;
+	uint64_t workspace_bytes;
+	ThreadPool *pool;
+	WlHostApi api;
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static void *xaligned(size_t n)
+{
+	size_t sz = (n + 63) / 64 * 64;
+	void *p = aligned_alloc(64, sz ? sz : 64);
+	if (!p)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	memset(p, 0, sz ? sz : 64);
+	return p;
+}
+
+static char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	return p;
+}
+
+static const struct { int dt; const char *name; int size; } DTYPES[] = {
+	{WL_DTYPE_FLOAT32, "float32", 4}, {WL_DTYPE_FLOAT16, "float16", 2},
+	{WL_DTYPE_INT64, "int64", 8},     {WL_DTYPE_INT32, "int32", 4},
+	{WL_DTYPE_INT8, "int8", 1},       {WL_DTYPE_UINT8, "uint8", 1},
+	{WL_DTYPE_BOOL, "bool", 1},
+};
+
+const char *wl_dtype_name(int dtype)
+{
+	for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
+		if (DTYPES[i].dt == dtype)
+			return DTYPES[i].name;
+	return NULL;
+}
+
+static int dtype_size(int dtype)
+{
+	for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
+		if (DTYPES[i].dt == dtype)
+			return DTYPES[i].size;
+	return 0;
+}
+
+/* "float32[1,80,3000]" */
+static const char *describe(int dtype, int ndim, const int64_t *shape, char *buf, size_t n)
+{
+	const char *dn = wl_dtype_name(dtype);
+	char tmp[32];
+	if (!dn) {
+		snprintf(tmp, sizeof tmp, "dtype#%d", dtype);
+		dn = tmp;
+	}
+	size_t k = (size_t)snprintf(buf, n, "%s[", dn);
+	for (int i = 0; i < ndim && k < n; i++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)shape[i]);
+	if (k < n)
+		snprintf(buf + k, n - k, "]");
+	return buf;
+}
+
+static void reset_err(WlModule *m)
+{
+	m->d.set = 0;
+	m->d.msg[0] = 0;
+}
+
+const char *wl_error(const WlModule *m)
+{
+	return m ? m->d.msg : "";
+}
+
+/* ---------------------------------------------------------------- manifest */
+
+static bool json_uint(const cJSON *j, uint64_t *out)
+{
+	if (!cJSON_IsNumber(j))
+		return false;
+	double v = j->valuedouble;
+	if (!(v >= 0) || v > 9007199254740992.0 || v != floor(v))
+		return false;
+	*out = (uint64_t)v;
+	return true;
+}
+
+/* Reads IO entry j ("programs[0].inputs[i]") into p. */
+static int read_port(const char *mpath, const char *where, int idx, const cJSON *j, Port *p, Diag *d)
+{
+	if (!cJSON_IsObject(j))
+		return diag_fail(d, "%s: programs[0].%s[%d]: not an object", mpath, where, idx);
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
+	const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
+	const cJSON *shape = cJSON_GetObjectItemCaseSensitive(j, "shape");
+	if (!cJSON_IsString(name) || !*name->valuestring)
+		return diag_fail(d, "%s: programs[0].%s[%d]: missing 'name'", mpath, where, idx);
+	if (!cJSON_IsString(dt))
+		return diag_fail(d, "%s: programs[0].%s[%d] ('%s'): missing 'dtype'", mpath, where, idx,
+		                 name->valuestring);
+	int dtype = 0;
+	for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
+		if (!strcmp(DTYPES[i].name, dt->valuestring))
+			dtype = DTYPES[i].dt;
+	if (!dtype)
+		return diag_fail(d, "%s: programs[0].%s[%d] ('%s'): unsupported 'dtype' \"%s\"", mpath, where, idx,
+		                 name->valuestring, dt->valuestring);
+	if (!cJSON_IsArray(shape))
+		return diag_fail(d, "%s: programs[0].%s[%d] ('%s'): missing 'shape'", mpath, where, idx,
+		                 name->valuestring);
+	int nd = cJSON_GetArraySize(shape);
+	if (nd > WL_MAX_DIMS)
+		return diag_fail(d, "%s: programs[0].%s[%d] ('%s'): 'shape' has %d dims (at most %d)", mpath, where,
+		                 idx, name->valuestring, nd, WL_MAX_DIMS);
+	p->info.ndim = nd;
+	p->info.dtype = dtype;
+	unsigned __int128 bytes = (unsigned)dtype_size(dtype);
+	for (int i = 0; i < nd; i++) {
+		uint64_t v;
+		if (!json_uint(cJSON_GetArrayItem(shape, i), &v) || v > ((uint64_t)1 << 40))
+			return diag_fail(d, "%s: programs[0].%s[%d] ('%s'): shape[%d] is not a static non-negative integer",
+			                 mpath, where, idx, name->valuestring, i);
+		p->info.shape[i] = (int64_t)v;
+		bytes *= v;
+	}
+	if (bytes > ((unsigned __int128)1 << 40))
+		return diag_fail(d, "%s: programs[0].%s[%d] ('%s'): tensor too large", mpath, where, idx,
+		                 name->valuestring);
+	p->info.nbytes = (size_t)bytes;
+	p->name = xstrdup(name->valuestring);
+	p->info.name = p->name;
+	return WL_OK;
+}
+
+/* The manifest's "files" entry for name: its "bytes". */
+static int file_bytes(const char *mpath, const cJSON *root, const char *name, uint64_t *bytes, Diag *d)
+{
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files");
+	if (!cJSON_IsArray(files))
+		return diag_fail(d, "%s: missing 'files'", mpath);
+	int i = 0;
+	const cJSON *f;
+	cJSON_ArrayForEach(f, files) {
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(f, "name");
+		if (cJSON_IsString(n) && !strcmp(n->valuestring, name)) {
+			if (!json_uint(cJSON_GetObjectItemCaseSensitive(f, "bytes"), bytes))
+				return diag_fail(d, "%s: files[%d] ('%s'): 'bytes' is not a non-negative integer", mpath, i,
+				                 name);
+			return WL_OK;
+		}
+		i++;
+	}
+	return diag_fail(d, "%s: 'files' has no entry for '%s'", mpath, name);
+}
+
+/* hardware.features ("+avx512f,+fma,..." or ["avx512f", ...]): every enabled
+ * feature this CPU lacks (among those that decide whether the code runs at
+ * all) is an error, instead of SIGILL in the middle of a run. */
+static bool cpu_has(const char *f, bool *known)
+{
+	__builtin_cpu_init();
+	*known = true;
+#define F(s) if (!strcmp(f, s)) return __builtin_cpu_supports(s);
+	F("avx512f") F("avx512bw") F("avx512dq") F("avx512vl") F("avx512cd") F("avx512vnni")
+	F("avx512bf16") F("avx512vbmi") F("avx512ifma") F("avx2") F("avx") F("fma") F("f16c")
+	F("bmi") F("bmi2") F("sse4.2") F("sse4.1") F("ssse3") F("popcnt") F("avxvnni")
+#undef F
+	*known = false;
+	return true;
+}
+
+static int check_feature(const char *mpath, const char *cpu, const char *f, size_t len, Diag *d)
+{
+	char name[64];
+	if (len && f[0] == '-')
+		return WL_OK;
+	if (len && f[0] == '+') {
+		f++;
+		len--;
+	}
+	if (len == 0 || len >= sizeof name)
+		return WL_OK;
+	memcpy(name, f, len);
+	name[len] = 0;
+	bool known;
+	if (!cpu_has(name, &known))
+		return diag_fail(d, "%s: hardware.features: the module needs '%s', which this CPU lacks "
+		                 "(compiled for cpu '%s'; recompile with --cpu native)", mpath, name, cpu);
+	return WL_OK;
+}
+
+static int check_hardware(const char *mpath, const cJSON *root, Diag *d)
+{
+	const cJSON *hw = cJSON_GetObjectItemCaseSensitive(root, "hardware");
+	if (!cJSON_IsObject(hw))
+		return diag_fail(d, "%s: missing 'hardware'", mpath);
+	const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(hw, "cpu");
+	if (cpu && !cJSON_IsString(cpu))
+		return diag_fail(d, "%s: hardware.cpu: not a string", mpath);
+	const char *cpus = cpu ? cpu->valuestring : "?";
+	const cJSON *fe = cJSON_GetObjectItemCaseSensitive(hw, "features");
+	if (!fe)
+		return WL_OK;
+	if (cJSON_IsString(fe)) {
+		const char *s = fe->valuestring;
+		while (*s) {
+			size_t n = strcspn(s, ",");
+			if (check_feature(mpath, cpus, s, n, d) != WL_OK)
+				return WL_ERR;
+			s += n;
+			if (*s)
+				s++;
+		}
+		return WL_OK;
+	}
+	if (cJSON_IsArray(fe)) {
+		const cJSON *f;
+		int i = 0;
+		cJSON_ArrayForEach(f, fe) {
+			if (!cJSON_IsString(f))
+				return diag_fail(d, "%s: hardware.features[%d]: not a string", mpath, i);
+			if (check_feature(mpath, cpus, f->valuestring, strlen(f->valuestring), d) != WL_OK)
+				return WL_ERR;
+			i++;
+		}
+		return WL_OK;
+	}
+	return diag_fail(d, "%s: hardware.features: not a string or an array", mpath);
+}
+
+/* ---------------------------------------------------------------- pool */
+
+typedef struct PfCtx {
+	void (*body)(void *ctx, int64_t i0, int64_t i1);
+	void *ctx;
+} PfCtx;
+
+static void pf_tramp(void *ctx, int64_t b, int64_t e, int tid)
+{
+	(void)tid;
+	PfCtx *c = ctx;
+	c->body(c->ctx, b, e);
+}
+
+static void api_parallel_for(void *pool, int64_t n, void (*body)(void *ctx, int64_t i0, int64_t i1), void *ctx)
+{
+	if (n <= 0)
+		return;
+	PfCtx c = {body, ctx};
+	parallel_for(pool, n, 1, pf_tramp, &c);
+}
+
+/* ---------------------------------------------------------------- open */
+
+static int load_weights(WlModule *m, const char *mpath, const cJSON *root, Diag *d)
+{
+	uint64_t want;
+	if (file_bytes(mpath, root, "weights.bin", &want, d) != WL_OK)
+		return WL_ERR;
+	char path[4096];
+	snprintf(path, sizeof path, "%s/weights.bin", m->dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return diag_fail(d, "%s: cannot open: %s", path, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return diag_fail(d, "%s: not a regular file", path);
+	}
+	if ((uint64_t)st.st_size != want) {
+		close(fd);
+		return diag_fail(d, "%s: %s: %lld bytes, the manifest says %llu (%s)", path,
+		                 (uint64_t)st.st_size < want ? "truncated" : "wrong size", (long long)st.st_size,
+		                 (unsigned long long)want, mpath);
+	}
+	m->weights_len = (size_t)st.st_size;
+	if (m->weights_len == 0) {
+		close(fd);
+		m->weights = xaligned(64);
+		return WL_OK;
+	}
+	void *p = mmap(NULL, m->weights_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+	int e = errno;
+	close(fd);
+	if (p == MAP_FAILED)
+		return diag_fail(d, "%s: cannot map: %s", path, strerror(e));
+	madvise(p, m->weights_len, MADV_WILLNEED);
+	m->weights = p;
+	m->weights_mapped = true;
+	return WL_OK;
+}
+
+static int load_so(WlModule *m, const char *mpath, const cJSON *root, Diag *d)
+{
+	uint64_t want;
+	if (file_bytes(mpath, root, "module.so", &want, d) != WL_OK)
+		return WL_ERR;
+	char path[4096];
+	snprintf(path, sizeof path, "%s/module.so", m->dir);
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return diag_fail(d, "%s: cannot open: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return diag_fail(d, "%s: not a regular file", path);
+	if ((uint64_t)st.st_size != want)
+		return diag_fail(d, "%s: %lld bytes, the manifest says %llu (%s): module directory out of date",
+		                 path, (long long)st.st_size, (unsigned long long)want, mpath);
+	/* dlopen searches the library path unless the name has a '/' */
+	char abs[4096 + 2];
+	snprintf(abs, sizeof abs, "%s%s", path[0] == '/' ? "" : "./", path);
+	dlerror();
+	m->so = dlopen(abs, RTLD_LOCAL | RTLD_NOW);
+	if (!m->so) {
+		const char *e = dlerror();
+		char msg[512];
+		if (!e)
+			e = "unknown error";
+		size_t al = strlen(abs);     /* glibc repeats the path: "PATH: file too short" */
+		if (!strncmp(e, abs, al) && e[al] == ':' && e[al + 1] == ' ')
+			e += al + 2;
+		snprintf(msg, sizeof msg, "%s", e);
+		for (char *c = msg; *c; c++)
+			if (*c == '\n' || *c == '\r')
+				*c = ' ';
+		return diag_fail(d, "%s: cannot load: %s", path, msg);
+	}
+	AbiFn abi = (AbiFn)dlsym(m->so, "wl_module_abi");
+	if (!abi)
+		return diag_fail(d, "%s: not a wlower host module (no wl_module_abi)", path);
+	int32_t v = abi();
+	if (v != WL_MODULE_ABI)
+		return diag_fail(d, "%s: module ABI %d, this runtime runs ABI %d (recompile the model)", path, (int)v,
+		                 WL_MODULE_ABI);
+	m->run = (RunFn)dlsym(m->so, "wl_module_run");
+	if (!m->run)
+		return diag_fail(d, "%s: not a wlower host module (no wl_module_run)", path);
+	const char *prof = getenv("WLOWER_PROFILE");
+	if (prof && *prof && strcmp(prof, "0") != 0) {
+		KCountFn kc = (KCountFn)dlsym(m->so, "wl_module_kernel_count");
+		KNameFn kn = (KNameFn)dlsym(m->so, "wl_module_kernel_name");
+		RunKernelFn rk = (RunKernelFn)dlsym(m->so, "wl_module_run_kernel");
+		int32_t k = kc ? kc() : 0;
+		if (kn && rk && k > 0 && k < 1000000) {
+			m->run_kernel = rk;
+			m->nkernels = k;
+			m->kname = calloc((size_t)k, sizeof *m->kname);
+			m->kms = calloc((size_t)k, sizeof *m->kms);
+			if (!m->kname || !m->kms)
+				wl_die(__FILE__, __LINE__, "out of memory");
+			for (int32_t i = 0; i < k; i++) {
+				const char *s = kn(i);
+				m->kname[i] = s ? s : "?";
+			}
+		}
+	}
+	return WL_OK;
+}
+
+static int open_module(WlModule *m, int threads, Diag *d)
+{
+	cJSON *root = NULL;
+	char mpath[4200];
+	snprintf(mpath, sizeof mpath, "%s/manifest.json", m->dir);
+	struct stat st;
+	if (stat(m->dir, &st) != 0)
+		return diag_fail(d, "%s: cannot open: %s", m->dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return diag_fail(d, "%s: not a module directory", m->dir);
+	if (manifest_read(m->dir, &root, d) != WL_OK)
+		return WL_ERR;
+	int rc = WL_ERR;
+	const cJSON *tg = cJSON_GetObjectItemCaseSensitive(root, "target");
+	if (!cJSON_IsString(tg)) {
+		diag_fail(d, "%s: missing 'target'", mpath);
+		goto out;
+	}
+	if (strcmp(tg->valuestring, "host") != 0) {
+		diag_fail(d, "%s: target is \"%s\", not \"host\"%s", mpath, tg->valuestring,
+		          strncmp(tg->valuestring, "qc-", 3) == 0 ? " (run it with 'wlower sim')" : "");
+		goto out;
+	}
+	if (check_hardware(mpath, root, d) != WL_OK)
+		goto out;
+	const cJSON *prog = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "programs"), 0);
+	if (!cJSON_IsObject(prog)) {
+		diag_fail(d, "%s: programs[0]: not an object", mpath);
+		goto out;
+	}
+	uint64_t abi, ws, mthreads = 0;
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(prog, "abi");
+	if (!json_uint(j, &abi)) {
+		diag_fail(d, "%s: programs[0].abi: missing or not a non-negative integer", mpath);
+		goto out;
+	}
+	if (abi != WL_MODULE_ABI) {
+		diag_fail(d, "%s: programs[0].abi: %llu, this runtime runs ABI %d (recompile the model)", mpath,
+		          (unsigned long long)abi, WL_MODULE_ABI);
+		goto out;
+	}
+	if (!json_uint(cJSON_GetObjectItemCaseSensitive(prog, "workspace_bytes"), &ws) || ws > ((uint64_t)1 << 40)) {
+		diag_fail(d, "%s: programs[0].workspace_bytes: missing or not a non-negative integer", mpath);
+		goto out;
+	}
+	j = cJSON_GetObjectItemCaseSensitive(prog, "threads");
+	if (j && (!json_uint(j, &mthreads) || mthreads > 1024)) {
+		diag_fail(d, "%s: programs[0].threads: not an integer in [0, 1024]", mpath);
+		goto out;
+	}
+	const cJSON *ins = cJSON_GetObjectItemCaseSensitive(prog, "inputs");
+	const cJSON *outs = cJSON_GetObjectItemCaseSensitive(prog, "outputs");
+	if (!cJSON_IsArray(ins)) {
+		diag_fail(d, "%s: programs[0].inputs: missing or not an array", mpath);
+		goto out;
+	}
+	if (!cJSON_IsArray(outs) || cJSON_GetArraySize(outs) < 1) {
+		diag_fail(d, "%s: programs[0].outputs: missing, empty or not an array", mpath);
+		goto out;
+	}
+	m->nin = cJSON_GetArraySize(ins);
+	m->nout = cJSON_GetArraySize(outs);
+	m->in = calloc((size_t)m->nin + 1, sizeof *m->in);
+	m->out = calloc((size_t)m->nout, sizeof *m->out);
+	m->io = calloc((size_t)(m->nin + m->nout), sizeof *m->io);
+	if (!m->in || !m->out || !m->io)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (int i = 0; i < m->nin; i++)
+		if (read_port(mpath, "inputs", i, cJSON_GetArrayItem(ins, i), &m->in[i], d) != WL_OK)
+			goto out;
+	for (int i = 0; i < m->nout; i++)
+		if (read_port(mpath, "outputs", i, cJSON_GetArrayItem(outs, i), &m->out[i], d) != WL_OK)
+			goto out;
+	for (int i = 0; i < m->nin + m->nout; i++)
+		for (int k = 0; k < i; k++) {
+			const char *a = i < m->nin ? m->in[i].name : m->out[i - m->nin].name;
+			const char *b = k < m->nin ? m->in[k].name : m->out[k - m->nin].name;
+			if (!strcmp(a, b)) {
+				diag_fail(d, "%s: programs[0]: '%s' appears twice among inputs and outputs", mpath, a);
+				goto out;
+			}
+		}
+	if (load_weights(m, mpath, root, d) != WL_OK || load_so(m, mpath, root, d) != WL_OK)
+		goto out;
+	m->workspace_bytes = ws;
+	m->workspace = xaligned((size_t)ws);
+	for (int i = 0; i < m->nout; i++)
+		m->out[i].buf = xaligned(m->out[i].info.nbytes);
+	if (threads <= 0)
+		threads = mthreads > 0 ? (int)mthreads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (threads < 1)
+		threads = 1;
+	m->pool = threadpool_new(threads);
+	m->api = (WlHostApi){.pool = m->pool, .nthreads = threadpool_threads(m->pool),
+	                     .parallel_for = api_parallel_for};
+	rc = WL_OK;
+out:
+	cJSON_Delete(root);
+	return rc;
+}
+
+WlModule *wl_open(const char *dir, int threads, char **err)
+{
+	if (err)
+		*err = NULL;
+	WlModule *m = calloc(1, sizeof *m);
+	if (!m)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	/* "out/" and "out" name the same files */
+	m->dir = xstrdup(dir && *dir ? dir : ".");
+	size_t n = strlen(m->dir);
+	while (n > 1 && m->dir[n - 1] == '/')
+		m->dir[--n] = 0;
+	if (open_module(m, threads, &m->d) != WL_OK) {
+		if (err)
+			*err = xstrdup(m->d.msg);
+		wl_close(m);
+		return NULL;
+	}
+	return m;
+}
+
+void wl_close(WlModule *m)
+{
+	if (!m)
+		return;
+	threadpool_free(m->pool);
+	if (m->so)
+		dlclose(m->so);
+	if (m->weights_mapped)
+		munmap(m->weights, m->weights_len);
+	else
+		free(m->weights);
+	free(m->workspace);
+	for (int i = 0; m->in && i < m->nin; i++) {
+		free(m->in[i].name);
+		free(m->in[i].buf);
+	}
+	for (int i = 0; m->out && i < m->nout; i++) {
+		free(m->out[i].name);
+		free(m->out[i].buf);
+	}
+	free(m->in);
+	free(m->out);
+	free(m->io);
+	free(m->kname);
+	free(m->kms);
+	free(m->dir);
+	free(m);
+}
+
+/* ---------------------------------------------------------------- io */
+
+int wl_input_count(const WlModule *m) { return m->nin; }
+int wl_output_count(const WlModule *m) { return m->nout; }
+
+int wl_input_info(const WlModule *m, int i, WlTensorInfo *info)
+{
+	if (i < 0 || i >= m->nin) {
+		diag_fail(&((WlModule *)m)->d, "%s: input index %d out of range (%d inputs)", m->dir, i, m->nin);
+		return -1;
+	}
+	*info = m->in[i].info;
+	return 0;
+}
+
+int wl_output_info(const WlModule *m, int i, WlTensorInfo *info)
+{
+	if (i < 0 || i >= m->nout) {
+		diag_fail(&((WlModule *)m)->d, "%s: output index %d out of range (%d outputs)", m->dir, i, m->nout);
+		return -1;
+	}
+	*info = m->out[i].info;
+	return 0;
+}
+
+int wl_input_index(const WlModule *m, const char *name)
+{
+	for (int i = 0; name && i < m->nin; i++)
+		if (!strcmp(m->in[i].name, name))
+			return i;
+	return -1;
+}
+
+int wl_output_index(const WlModule *m, const char *name)
+{
+	for (int i = 0; name && i < m->nout; i++)
+		if (!strcmp(m->out[i].name, name))
+			return i;
+	return -1;
+}
+
+int wl_bind_input(WlModule *m, const char *name, const void *data, int dtype, int ndim, const int64_t *shape)
+{
+	reset_err(m);
+	int i = wl_input_index(m, name);
+	if (i < 0) {
+		char list[512];
+		size_t k = 0;
+		list[0] = 0;
+		for (int j = 0; j < m->nin && k + 1 < sizeof list; j++) {
+			int w = snprintf(list + k, sizeof list - k, "%s%s", j ? ", " : "", m->in[j].name);
+			if (w < 0)
+				break;
+			k += (size_t)w;
+		}
+		diag_fail(&m->d, "input '%s' is not an input of %s (inputs: %s)", name ? name : "(null)", m->dir,
+		          m->nin ? list : "none");
+		return -1;
+	}
+	Port *p = &m->in[i];
+	bool same = dtype == p->info.dtype && ndim == p->info.ndim && (ndim == 0 || shape);
+	for (int k = 0; same && k < ndim; k++)
+		same = shape[k] == p->info.shape[k];
+	if (!same) {
+		char want[256], got[256];
+		diag_fail(&m->d, "input '%s': expected %s, got %s", name,
+		          describe(p->info.dtype, p->info.ndim, p->info.shape, want, sizeof want),
+		          ndim >= 0 && ndim <= WL_MAX_DIMS && (ndim == 0 || shape)
+		          ? describe(dtype, ndim, shape, got, sizeof got) : "a bad shape");
+		return -1;
+	}
+	if (!data && p->info.nbytes) {
+		diag_fail(&m->d, "input '%s': no data", name);
+		return -1;
+	}
+	p->bound = data;
+	if (((uintptr_t)data & 63) && !p->buf)
+		p->buf = xaligned(p->info.nbytes);
+	return 0;
+}
+
+static double mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int wl_run(WlModule *m)
+{
+	reset_err(m);
+	for (int i = 0; i < m->nin; i++) {
+		Port *p = &m->in[i];
+		if (!p->bound && p->info.nbytes) {
+			char ty[256];
+			diag_fail(&m->d, "%s: input '%s' (%s) not bound", m->dir, p->name,
+			          describe(p->info.dtype, p->info.ndim, p->info.shape, ty, sizeof ty));
+			return -1;
+		}
+		if ((uintptr_t)p->bound & 63) {
+			memcpy(p->buf, p->bound, p->info.nbytes);
+			m->io[i] = p->buf;
+		} else
+			m->io[i] = (void *)p->bound;
+	}
+	for (int i = 0; i < m->nout; i++)
+		m->io[m->nin + i] = m->out[i].buf;
+	if (m->run_kernel) {
+		for (int k = 0; k < m->nkernels; k++) {
+			double t0 = mono_ms();
+			m->run_kernel(&m->api, k, m->io, m->weights, m->workspace);
+			m->kms[k] += mono_ms() - t0;
+		}
+		m->pruns++;
+	} else
+		m->run(&m->api, m->io, m->weights, m->workspace);
+	return 0;
+}
+
+const void *wl_output(WlModule *m, int i, WlTensorInfo *info)
+{
+	reset_err(m);
+	if (i < 0 || i >= m->nout) {
+		diag_fail(&m->d, "%s: output index %d out of range (%d outputs)", m->dir, i, m->nout);
+		return NULL;
+	}
+	if (info)
+		*info = m->out[i].info;
+	return m->out[i].buf;
+}
+
+/* ---------------------------------------------------------------- profile */
+
+int wl_profile_count(const WlModule *m) { return m->run_kernel ? m->nkernels : 0; }
+long wl_profile_runs(const WlModule *m) { return m->pruns; }
+
+int wl_profile_kernel(const WlModule *m, int i, const char **name, double *total_ms)
+{
+	if (!m->run_kernel || i < 0 || i >= m->nkernels)
+		return -1;
+	if (name)
+		*name = m->kname[i];
+	if (total_ms)
+		*total_ms = m->kms[i];
+	return 0;
+}
+
+void wl_profile_reset(WlModule *m)
+{
+	for (int i = 0; m->kms && i < m->nkernels; i++)
+		m->kms[i] = 0;
+	m->pruns = 0;
+}

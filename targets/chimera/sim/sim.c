@@ -1,0 +1,653 @@
+/* sim.c — `wlower sim DIR` (the command line is compiler/driver/cmd_sim.c): build module.cpp against the CCL emulation,
+ * run it bit-exactly, check its counters against schedule.json, and report
+ * cycles from the cost model (docs/cost-model.md).
+ *
+ *   wlower sim DIR --input NAME=FILE.npy ... --output-dir OUT
+ *                  [--compare NAME=REF.npy ...] [--quiet] [--cost-only] [--calibrate]
+ *
+ * Steps: manifest.json (files present with their sizes and sha256),
+ * schedule.json; build (build.c, cached); run `module_sim DIR --input ...
+ * --output-dir OUT --counters OUT/counters.json --progress` (posix_spawn;
+ * its `progress I N` lines drive a bar on a terminal); counters vs the
+ * schedule (MACs, ALU ops, DMA bytes per kernel); cost model; report
+ * (report.c) on stdout, OUT/profile_core<i>.json and OUT/profile.svg.
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "runtime/interp/interp.h"
+#include "sim.h"
+
+extern char **environ;
+
+/* ---------------------------------------------------------------- schedule.json */
+
+static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
+static int num_u64(const char *file, const char *where, const cJSON *o, const char *k, bool req,
+                   uint64_t *out, Diag *d)
+{
+	const cJSON *v = get(o, k);
+	if (!v) {
+		*out = 0;
+		return req ? diag_fail(d, "%s: %s: missing '%s'", file, where, k) : WL_OK;
+	}
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble))
+		return diag_fail(d, "%s: %s: '%s' is not a non-negative integer", file, where, k);
+	*out = (uint64_t)v->valuedouble;
+	return WL_OK;
+}
+
+static int num_dbl(const char *file, const char *where, const cJSON *o, const char *k, double *out, Diag *d)
+{
+	const cJSON *v = get(o, k);
+	if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+		return diag_fail(d, "%s: %s: '%s' missing or not a positive number", file, where, k);
+	*out = v->valuedouble;
+	return WL_OK;
+}
+
+static char *str_or(const cJSON *o, const char *k, const char *dflt)
+{
+	const cJSON *v = get(o, k);
+	return strdup(cJSON_IsString(v) ? v->valuestring : dflt);
+}
+
+void sim_schedule_free(SimSchedule *s)
+{
+	for (int i = 0; i < s->nk; i++) {
+		free(s->k[i].name);
+		free(s->k[i].op);
+		free(s->k[i].cpp);
+		free(s->k[i].split);
+	}
+	free(s->k);
+	cJSON_Delete(s->root);
+	memset(s, 0, sizeof *s);
+}
+
+static int parse_kernel(const char *file, const cJSON *jk, int idx, const ChimeraConfig *cfg,
+                        CostKernel *k, Diag *d)
+{
+	char where[300];
+	snprintf(where, sizeof where, "kernels[%d]", idx);
+	if (!cJSON_IsObject(jk))
+		return diag_fail(d, "%s: %s: not an object", file, where);
+	k->name = str_or(jk, "name", "?");
+	k->op = str_or(jk, "op", "?");
+	k->cpp = str_or(jk, "cpp", "");
+	k->split = str_or(jk, "split", "none");
+	snprintf(where, sizeof where, "kernel '%s'", k->name);
+	if (num_u64(file, where, jk, "macs", true, &k->macs, d) != WL_OK ||
+	    num_u64(file, where, jk, "alu_ops", true, &k->alu_ops, d) != WL_OK)
+		return WL_ERR;
+	const cJSON *t = get(jk, "tile");
+	if (cJSON_IsObject(t)) {
+		uint64_t m, n, kk, c;
+		if (num_u64(file, where, t, "m", false, &m, d) != WL_OK ||
+		    num_u64(file, where, t, "n", false, &n, d) != WL_OK ||
+		    num_u64(file, where, t, "k", false, &kk, d) != WL_OK ||
+		    num_u64(file, where, t, "count", false, &c, d) != WL_OK)
+			return WL_ERR;
+		k->tile_m = (int64_t)m, k->tile_n = (int64_t)n, k->tile_k = (int64_t)kk, k->tile_count = (int64_t)c;
+		k->double_buffered = cJSON_IsTrue(get(t, "double_buffered"));
+	}
+	const cJSON *bufs = get(jk, "buffers"), *e;
+	cJSON_ArrayForEach(e, bufs) {
+		const cJSON *role = get(e, "role");
+		uint64_t b;
+		if (!cJSON_IsString(role) || (strcmp(role->valuestring, "in") && strcmp(role->valuestring, "out")))
+			continue;
+		if (num_u64(file, where, e, "bytes", true, &b, d) != WL_OK)
+			return WL_ERR;
+		k->act_bytes += b;
+	}
+	const cJSON *dma = get(jk, "dma");
+	if (dma && !cJSON_IsArray(dma))
+		return diag_fail(d, "%s: %s: 'dma' is not an array", file, where);
+	cJSON_ArrayForEach(e, dma) {
+		const cJSON *dir = get(e, "dir");
+		uint64_t b;
+		if (!cJSON_IsString(dir))
+			return diag_fail(d, "%s: %s: dma entry without 'dir'", file, where);
+		if (num_u64(file, where, e, "bytes", true, &b, d) != WL_OK)
+			return WL_ERR;
+		if (!strcmp(dir->valuestring, "ddr_to_ocm"))
+			k->ddr_to_ocm += b;
+		else if (!strcmp(dir->valuestring, "ocm_to_ddr"))
+			k->ocm_to_ddr += b;
+		else if (strcmp(dir->valuestring, "ocm_to_lrm") && strcmp(dir->valuestring, "lrm_to_ocm"))
+			return diag_fail(d, "%s: %s: unknown dma dir '%s'", file, where, dir->valuestring);
+	}
+	const cJSON *pc = get(jk, "per_core");
+	if (!cJSON_IsArray(pc) || cJSON_GetArraySize(pc) < 1)
+		return diag_fail(d, "%s: %s: missing 'per_core'", file, where);
+	if (cJSON_GetArraySize(pc) > cfg->cores)
+		return diag_fail(d, "%s: %s: %d per_core entries for %d cores", file, where,
+		                 cJSON_GetArraySize(pc), cfg->cores);
+	uint64_t core_macs = 0;
+	cJSON_ArrayForEach(e, pc) {
+		CostCoreCounts *c = &k->core[k->ncores];
+		uint64_t core;
+		if (num_u64(file, where, e, "core", true, &core, d) != WL_OK)
+			return WL_ERR;
+		if (core >= (uint64_t)cfg->cores)
+			return diag_fail(d, "%s: %s: core %llu out of range (cores %d)", file, where,
+			                 (unsigned long long)core, cfg->cores);
+		for (int j = 0; j < k->ncores; j++)
+			if (k->core[j].core == (int)core)
+				return diag_fail(d, "%s: %s: core %d listed twice", file, where, (int)core);
+		c->core = (int)core;
+		if (num_u64(file, where, e, "macs", true, &c->macs, d) != WL_OK ||
+		    num_u64(file, where, e, "alu_ops", true, &c->alu_ops, d) != WL_OK ||
+		    num_u64(file, where, e, "array_bytes", false, &c->array_bytes, d) != WL_OK ||
+		    num_u64(file, where, e, "ocm_read", false, &c->ocm_read, d) != WL_OK ||
+		    num_u64(file, where, e, "ocm_write", false, &c->ocm_write, d) != WL_OK ||
+		    num_u64(file, where, e, "ext_read", false, &c->ext_read, d) != WL_OK ||
+		    num_u64(file, where, e, "ext_write", false, &c->ext_write, d) != WL_OK)
+			return WL_ERR;
+		core_macs += c->macs;
+		k->ncores++;
+	}
+	if (core_macs != k->macs)
+		return diag_fail(d, "%s: %s: per-core MACs sum to %llu, the kernel has %llu", file, where,
+		                 (unsigned long long)core_macs, (unsigned long long)k->macs);
+	return WL_OK;
+}
+
+int sim_schedule_read(const char *dir, SimSchedule *s, Diag *d)
+{
+	memset(s, 0, sizeof *s);
+	char file[4096];
+	snprintf(file, sizeof file, "%s/schedule.json", dir);
+	MappedFile f;
+	if (file_map(file, &f, d) != WL_OK)
+		return WL_ERR;
+	s->root = f.addr ? cJSON_ParseWithLength(f.addr, f.len) : NULL;
+	if (f.addr)
+		file_unmap(&f);
+	if (!s->root)
+		return diag_fail(d, "%s: not valid JSON", file);
+	const cJSON *r = s->root, *fmt = get(r, "format"), *ver = get(r, "version");
+	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "wlower-schedule"))
+		return diag_fail(d, "%s: 'format' is not \"wlower-schedule\"", file);
+	if (!cJSON_IsNumber(ver) || ver->valueint != 1)
+		return diag_fail(d, "%s: unsupported 'version' (this wlower reads version 1)", file);
+	const cJSON *tg = get(r, "target");
+	snprintf(s->target, sizeof s->target, "%s", cJSON_IsString(tg) ? tg->valuestring : "?");
+	const cJSON *c = get(r, "config");
+	if (!cJSON_IsObject(c))
+		return diag_fail(d, "%s: missing 'config'", file);
+	ChimeraConfig *cfg = &s->cfg;
+	uint64_t cores, rows, cols, mpe;
+	if (num_u64(file, "config", c, "cores", true, &cores, d) != WL_OK ||
+	    num_u64(file, "config", c, "pe_rows", true, &rows, d) != WL_OK ||
+	    num_u64(file, "config", c, "pe_cols", true, &cols, d) != WL_OK ||
+	    num_u64(file, "config", c, "macs_per_pe", true, &mpe, d) != WL_OK ||
+	    num_u64(file, "config", c, "lrm_bytes", true, &cfg->lrm_bytes, d) != WL_OK ||
+	    num_u64(file, "config", c, "ocm_bytes", true, &cfg->ocm_bytes, d) != WL_OK ||
+	    num_dbl(file, "config", c, "clock_hz", &cfg->clock_hz, d) != WL_OK ||
+	    num_dbl(file, "config", c, "ext_bw", &cfg->ext_bw, d) != WL_OK)
+		return WL_ERR;
+	if (cores < 1 || cores > COST_MAX_CORES || rows < 1 || rows > 1024 || cols < 1 || cols > 1024 ||
+	    mpe < 1 || mpe > 4096)
+		return diag_fail(d, "%s: config: cores/pe_rows/pe_cols/macs_per_pe out of range", file);
+	cfg->cores = (int)cores, cfg->pe_rows = (int)rows, cfg->pe_cols = (int)cols;
+	cfg->macs_per_pe = (int)mpe;
+	if (num_u64(file, "schedule", r, "ocm_peak_bytes", false, &s->ocm_peak, d) != WL_OK ||
+	    num_u64(file, "schedule", r, "lrm_peak_bytes", false, &s->lrm_peak, d) != WL_OK ||
+	    num_u64(file, "schedule", r, "ddr_bytes", false, &s->ddr_bytes, d) != WL_OK ||
+	    num_u64(file, "schedule", r, "weights_bytes", false, &s->weights_bytes, d) != WL_OK)
+		return WL_ERR;
+	const cJSON *sp = get(r, "spills");
+	s->nspills = cJSON_IsArray(sp) ? cJSON_GetArraySize(sp) : 0;
+	const cJSON *ks = get(r, "kernels");
+	if (!cJSON_IsArray(ks))
+		return diag_fail(d, "%s: missing 'kernels'", file);
+	s->nk = cJSON_GetArraySize(ks);
+	s->k = calloc(s->nk > 0 ? (size_t)s->nk : 1, sizeof *s->k);
+	if (!s->k)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	int i = 0;
+	const cJSON *jk;
+	cJSON_ArrayForEach(jk, ks) {
+		if (parse_kernel(file, jk, i, cfg, &s->k[i], d) != WL_OK) {
+			s->nk = i + 1;
+			return WL_ERR;
+		}
+		i++;
+	}
+	return WL_OK;
+}
+
+/* ---------------------------------------------------------------- manifest files */
+
+static int check_files(const char *dir, const cJSON *man, Diag *d)
+{
+	char mpath[4096];
+	snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
+	const cJSON *files = get(man, "files"), *e;
+	if (!cJSON_IsArray(files))
+		return diag_fail(d, "%s: missing 'files'", mpath);
+	bool need_module = true, need_sched = true;
+	cJSON_ArrayForEach(e, files) {
+		const cJSON *n = get(e, "name"), *b = get(e, "bytes"), *h = get(e, "sha256");
+		if (!cJSON_IsString(n) || !cJSON_IsNumber(b) || !cJSON_IsString(h))
+			return diag_fail(d, "%s: files: entry without name/bytes/sha256", mpath);
+		if (strchr(n->valuestring, '/') || !strcmp(n->valuestring, ".."))
+			return diag_fail(d, "%s: files: '%s' is not a plain file name", mpath, n->valuestring);
+		char path[8192];
+		snprintf(path, sizeof path, "%s/%s", dir, n->valuestring);
+		struct stat st;
+		if (stat(path, &st) != 0)
+			return diag_fail(d, "%s: listed in the manifest but missing: %s", path, strerror(errno));
+		if ((double)st.st_size != b->valuedouble)
+			return diag_fail(d, "%s: %lld bytes, the manifest says %.0f (the module folder was modified)",
+			                 path, (long long)st.st_size, b->valuedouble);
+		MappedFile f;
+		if (file_map(path, &f, d) != WL_OK)
+			return WL_ERR;
+		char hex[65];
+		sha256_hex(f.addr ? f.addr : "", f.len, hex);
+		if (f.addr)
+			file_unmap(&f);
+		if (strcmp(hex, h->valuestring))
+			return diag_fail(d, "%s: sha256 differs from the manifest's (the module folder was modified)", path);
+		if (!strcmp(n->valuestring, "module.cpp"))
+			need_module = false;
+		if (!strcmp(n->valuestring, "schedule.json"))
+			need_sched = false;
+	}
+	if (need_module || need_sched)
+		return diag_fail(d, "%s: 'files' does not list %s (not a Chimera module folder?)", mpath,
+		                 need_module ? "module.cpp" : "schedule.json");
+	return WL_OK;
+}
+
+/* The inputs of programs[0]: each given once, nothing unknown. */
+static int check_inputs(const char *dir, const cJSON *man, const SimArgs *a, Diag *d)
+{
+	const cJSON *p = cJSON_GetArrayItem(get(man, "programs"), 0);
+	const cJSON *ins = get(p, "inputs"), *e;
+	char known[2048] = "";
+	size_t kn = 0;
+	cJSON_ArrayForEach(e, ins) {
+		const cJSON *n = get(e, "name");
+		if (!cJSON_IsString(n))
+			continue;
+		int w = snprintf(known + kn, sizeof known - kn, "%s%s", kn ? ", " : "", n->valuestring);
+		if (w > 0 && kn + (size_t)w < sizeof known)
+			kn += (size_t)w;
+		bool given = false;
+		for (int i = 0; i < a->nin; i++)
+			given |= !strcmp(a->in[i].name, n->valuestring);
+		if (!given)
+			return diag_fail(d, "%s/manifest.json: input '%s' not given: add --input %s=FILE.npy", dir,
+			                 n->valuestring, n->valuestring);
+	}
+	for (int i = 0; i < a->nin; i++) {
+		bool found = false;
+		cJSON_ArrayForEach(e, ins) {
+			const cJSON *n = get(e, "name");
+			found |= cJSON_IsString(n) && !strcmp(n->valuestring, a->in[i].name);
+		}
+		if (!found)
+			return diag_fail(d, "%s/manifest.json: the module has no input '%s' (inputs: %s)", dir,
+			                 a->in[i].name, known);
+	}
+	return WL_OK;
+}
+
+/* ---------------------------------------------------------------- running module_sim */
+
+static void draw_bar(long i, long n)
+{
+	int w = 40, fill = n > 0 ? (int)(w * i / n) : w;
+	char bar[64];
+	for (int k = 0; k < w; k++)
+		bar[k] = k < fill ? '#' : '.';
+	bar[w] = 0;
+	fprintf(stderr, "\rkernels [%s] %ld/%ld", bar, i, n);
+	fflush(stderr);
+}
+
+/* Runs module_sim; its stderr is kept for the error message, its stdout
+ * `progress I N` lines drive the bar. */
+static int run_module(const char *exe, const SimArgs *a, const char *counters, Diag *d)
+{
+	int nargv = 8 + 2 * a->nin;
+	char **argv = calloc((size_t)nargv + 1, sizeof *argv), **ins = calloc((size_t)a->nin + 1, sizeof *ins);
+	if (!argv || !ins)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	int k = 0;
+	argv[k++] = (char *)exe;
+	argv[k++] = (char *)a->dir;
+	for (int i = 0; i < a->nin; i++) {
+		size_t n = strlen(a->in[i].name) + strlen(a->in[i].file) + 2;
+		ins[i] = malloc(n);
+		snprintf(ins[i], n, "%s=%s", a->in[i].name, a->in[i].file);
+		argv[k++] = "--input";
+		argv[k++] = ins[i];
+	}
+	argv[k++] = "--output-dir";
+	argv[k++] = (char *)a->outdir;
+	argv[k++] = "--counters";
+	argv[k++] = (char *)counters;
+	argv[k++] = "--progress";
+	argv[k] = NULL;
+
+	int po[2], pe[2];
+	if (pipe(po) != 0 || pipe(pe) != 0)
+		wl_die(__FILE__, __LINE__, "pipe: %s", strerror(errno));
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addclose(&fa, po[0]);
+	posix_spawn_file_actions_addclose(&fa, pe[0]);
+	posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
+	posix_spawn_file_actions_addclose(&fa, po[1]);
+	posix_spawn_file_actions_addclose(&fa, pe[1]);
+	pid_t pid;
+	int rc = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(po[1]);
+	close(pe[1]);
+	for (int i = 0; i < a->nin; i++)
+		free(ins[i]);
+	free(ins);
+	free(argv);
+	if (rc != 0) {
+		close(po[0]);
+		close(pe[0]);
+		return diag_fail(d, "%s: cannot run it: %s", exe, strerror(rc));
+	}
+	bool bar = !a->quiet && isatty(2), drawn = false;
+	char line[512], err[1024] = "";
+	size_t ln = 0, en = 0;
+	struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
+	int open_fds = 2;
+	while (open_fds > 0) {
+		if (poll(fds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (int j = 0; j < 2; j++) {
+			if (fds[j].fd < 0 || !(fds[j].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			char buf[4096];
+			ssize_t n = read(fds[j].fd, buf, sizeof buf);
+			if (n <= 0) {
+				if (n < 0 && errno == EINTR)
+					continue;
+				close(fds[j].fd);
+				fds[j].fd = -1;
+				open_fds--;
+				continue;
+			}
+			for (ssize_t q = 0; q < n; q++) {
+				char ch = buf[q];
+				if (j == 1) {
+					/* keep the first line of stderr */
+					if (en + 1 < sizeof err && !strchr(err, '\n'))
+						err[en++] = ch, err[en] = 0;
+					continue;
+				}
+				if (ch != '\n') {
+					if (ln + 1 < sizeof line)
+						line[ln++] = ch;
+					continue;
+				}
+				line[ln] = 0;
+				ln = 0;
+				long pi, pn;
+				if (sscanf(line, "progress %ld %ld", &pi, &pn) == 2) {
+					if (bar) {
+						draw_bar(pi, pn);
+						drawn = true;
+					}
+				}
+			}
+		}
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (drawn)
+		fprintf(stderr, "\n");
+	err[strcspn(err, "\n")] = 0;
+	if (!WIFEXITED(st))
+		return diag_fail(d, "%s: the simulated module crashed (signal %d)%s%s", a->dir,
+		                 WIFSIGNALED(st) ? WTERMSIG(st) : 0, err[0] ? ": " : "", err);
+	if (WEXITSTATUS(st) != 0)
+		return diag_fail(d, "%s", err[0] ? err : "the simulated module failed");
+	return WL_OK;
+}
+
+/* counters.json vs schedule.json, kernel by kernel. */
+static int check_counters(const char *path, const SimSchedule *s, Diag *d)
+{
+	cJSON *r;
+	if (json_read_file(path, &r, d) != WL_OK)
+		return WL_ERR;
+	int rc = WL_OK;
+	const cJSON *ks = get(r, "kernels");
+	if (!cJSON_IsArray(ks)) {
+		rc = diag_fail(d, "%s: missing 'kernels'", path);
+		goto out;
+	}
+	if (cJSON_GetArraySize(ks) != s->nk) {
+		rc = diag_fail(d, "%s: %d kernels ran, schedule.json has %d", path, cJSON_GetArraySize(ks), s->nk);
+		goto out;
+	}
+	for (int i = 0; i < s->nk && rc == WL_OK; i++) {
+		const cJSON *k = cJSON_GetArrayItem(ks, i);
+		const CostKernel *sk = &s->k[i];
+		char where[300];
+		snprintf(where, sizeof where, "kernel '%s'", sk->name);
+		uint64_t macs, alu, d2o, o2d;
+		if (num_u64(path, where, k, "macs", true, &macs, d) != WL_OK ||
+		    num_u64(path, where, k, "alu_ops", true, &alu, d) != WL_OK ||
+		    num_u64(path, where, k, "ddr_to_ocm", true, &d2o, d) != WL_OK ||
+		    num_u64(path, where, k, "ocm_to_ddr", true, &o2d, d) != WL_OK) {
+			rc = WL_ERR;
+			break;
+		}
+		const cJSON *nm = get(k, "name");
+		const char *what = NULL;
+		uint64_t got = 0, want = 0;
+		if (!cJSON_IsString(nm) || strcmp(nm->valuestring, sk->name))
+			rc = diag_fail(d, "%s: kernel %d is '%s', schedule.json has '%s' (the emulation and the schedule disagree)",
+			               path, i, cJSON_IsString(nm) ? nm->valuestring : "?", sk->name);
+		else if (macs != sk->macs)
+			what = "MACs", got = macs, want = sk->macs;
+		else if (alu != sk->alu_ops)
+			what = "ALU ops", got = alu, want = sk->alu_ops;
+		else if (d2o != sk->ddr_to_ocm)
+			what = "DMA ddr_to_ocm bytes", got = d2o, want = sk->ddr_to_ocm;
+		else if (o2d != sk->ocm_to_ddr)
+			what = "DMA ocm_to_ddr bytes", got = o2d, want = sk->ocm_to_ddr;
+		if (what)
+			rc = diag_fail(d, "%s: kernel '%s' (%s): the run counted %llu %s, schedule.json says %llu "
+			               "(the emulation and the schedule disagree)", path, sk->name, sk->op,
+			               (unsigned long long)got, what, (unsigned long long)want);
+		/* fixed-point stores that clipped: a value beyond its calibrated format */
+		const cJSON *sat = get(k, "saturated");
+		if (rc == WL_OK && cJSON_IsNumber(sat) && sat->valuedouble > 0)
+			fprintf(stderr, "wlower sim: note: kernel '%s' (%s): %.0f fixed-point stores saturated "
+			        "(values beyond the calibrated range; calibrate on more samples)\n",
+			        sk->name, sk->op, sat->valuedouble);
+	}
+out:
+	cJSON_Delete(r);
+	return rc;
+}
+
+/* OUT/<name>.npy with the output-name rule of the runner (ccl/runner.cpp:
+ * '/' and ':' become '_'). */
+static char *out_file(const char *dir, const char *name)
+{
+	size_t n = strlen(name), len = strlen(dir) + n + 8;
+	char *p = malloc(len);
+	if (!p)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	int k = snprintf(p, len, "%s/", dir);
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		p[k++] = c == '/' || c == ':' ? '_' : c;
+	}
+	memcpy(p + k, ".npy", 5);
+	return p;
+}
+
+static int compare_output(const char *outdir, const Bind *b, SimCompare *c, Diag *d)
+{
+	char *got_path = out_file(outdir, b->name);
+	RTensor ref = {0}, got = {0};
+	int rc = WL_OK;
+	if (access(got_path, R_OK) != 0)
+		rc = diag_fail(d, "--compare %s: the module wrote no output '%s' (%s missing)", b->name, b->name, got_path);
+	else if (npy_read(b->file, &ref, d) != WL_OK || npy_read(got_path, &got, d) != WL_OK)
+		rc = WL_ERR;
+	else {
+		RtMetrics m;
+		if (rt_metrics(&ref, &got, &m, d) != WL_OK) {
+			diag_prefix(d, "--compare %s: %s: ", b->name, b->file);
+			rc = WL_ERR;
+		} else {
+			c->name = strdup(b->name);
+			c->mse = m.rms * m.rms;
+			c->psnr = m.psnr;
+			c->max_abs = m.max_abs;
+		}
+	}
+	rt_free(&ref);
+	rt_free(&got);
+	free(got_path);
+	return rc;
+}
+
+/* The vendor's profile (docs/cost-model.md "Calibration"). */
+static const double vendor_cat[CAT_COUNT] = {
+	[CAT_COMPUTE] = 19.679e6, [CAT_MAC] = 6.154e6, [CAT_DATA_ARRAY] = 3.478e6,
+	[CAT_DATA_OCM] = 11.834e6, [CAT_DATA_EXTERNAL] = 2.302e6,
+};
+static const double vendor_total = 43925705;
+
+static void print_calibration(const SimSchedule *s)
+{
+	CostParams unit = {.k = {1, 1, 1, 1, 1}, .act_ddr = 0, .kernel_overhead = 0};
+	CostResult r;
+	cost_model(&s->cfg, &unit, s->k, s->nk, &r);
+	printf("calibration (vendor Whisper-tiny encoder, QC-P x4):\n");
+	printf("  %-14s %16s %14s %14s\n", "category", "raw", "vendor", "constant");
+	CostParams fit = {0};
+	for (int t = 0; t < CAT_COUNT; t++) {
+		if (t == CAT_DATA_EXTERNAL) {
+			/* DDR at its nominal bandwidth; the vendor's extra DDR time is
+			 * activation traffic: fit the share act_ddr */
+			fit.k[t] = 1;
+			double extra = vendor_cat[t] - r.raw_module_cat[t];
+			fit.act_ddr = r.raw_module_act > 0 && extra > 0 ? extra / r.raw_module_act : 0;
+			printf("  %-14s %16.0f %14.0f %14s  (nominal DDR bytes; constant 1)\n", cost_category_names[t],
+			       r.raw_module_cat[t], vendor_cat[t], "1");
+			printf("  %-14s %16.0f %14.0f %14.6g  (act_ddr: share of activation bytes via DDR)\n",
+			       "  +activations", r.raw_module_act, extra, fit.act_ddr);
+			continue;
+		}
+		fit.k[t] = r.raw_module_cat[t] > 0 ? vendor_cat[t] / r.raw_module_cat[t] : 0;
+		printf("  %-14s %16.0f %14.0f %14.6g\n", cost_category_names[t], r.raw_module_cat[t],
+		       vendor_cat[t], fit.k[t]);
+	}
+	cost_result_free(&r);
+	/* the vendor's total minus its categories: what a kernel costs beyond them */
+	double vsum = 0;
+	for (int t = 0; t < CAT_COUNT; t++)
+		vsum += vendor_cat[t];
+	fit.kernel_overhead = s->nk ? (vendor_total - vsum) / s->nk : 0;
+	printf("  %-14s %16.0f %14.0f %14.6g  (per kernel: vendor total - its categories, %d kernels)\n",
+	       "overhead", vendor_total - vsum, vendor_total, fit.kernel_overhead, s->nk);
+	cost_model(&s->cfg, &fit, s->k, s->nk, &r);
+	printf("  with these constants: TotalCycles %llu (vendor %.0f, %+.1f%%)\n",
+	       (unsigned long long)r.total_cycles, vendor_total, 100.0 * ((double)r.total_cycles / vendor_total - 1));
+	for (int t = 0; t < CAT_COUNT; t++)
+		printf("  %-14s predicted %12.0f  vendor %12.0f  %+.1f%%\n", cost_category_names[t], r.module_cat[t],
+		       vendor_cat[t], 100.0 * (r.module_cat[t] / vendor_cat[t] - 1));
+	cost_result_free(&r);
+}
+
+/* The whole of `wlower sim` after its options: WL_OK or WL_ERR + Diag. */
+int sim_run(const SimArgs *ap, Diag *dg)
+{
+	const SimArgs *a_ = ap;
+	SimArgs a = *a_;
+	Diag d = {0};
+	cJSON *man = NULL;
+	SimSchedule s = {0};
+	char *exe = NULL, *counters = NULL;
+	SimCompare *cmp = calloc((size_t)a.ncmp + 1, sizeof *cmp);
+	CostResult r = {0};
+	bool have_r = false;
+	int status = WL_ERR;
+	if (manifest_read(a.dir, &man, &d) != WL_OK || check_files(a.dir, man, &d) != WL_OK ||
+	    sim_schedule_read(a.dir, &s, &d) != WL_OK)
+		goto fail;
+	if (!a.cost_only && check_inputs(a.dir, man, &a, &d) != WL_OK)
+		goto fail;
+	if (mkdir_p(a.outdir, &d) != WL_OK)
+		goto fail;
+	if (!a.cost_only) {
+		size_t n = strlen(a.outdir) + 16;
+		counters = malloc(n);
+		snprintf(counters, n, "%s/counters.json", a.outdir);
+		if (sim_build(a.dir, a.quiet, &exe, &d) != WL_OK || run_module(exe, &a, counters, &d) != WL_OK ||
+		    check_counters(counters, &s, &d) != WL_OK)
+			goto fail;
+		for (int i = 0; i < a.ncmp; i++)
+			if (compare_output(a.outdir, &a.cmp[i], &cmp[i], &d) != WL_OK)
+				goto fail;
+	}
+	cost_model(&s.cfg, &cost_default_params, s.k, s.nk, &r);
+	have_r = true;
+	SimReport rep = {.dir = a.dir, .s = &s, .r = &r, .cmp = cmp, .ncmp = a.cost_only ? 0 : a.ncmp};
+	const cJSON *model = get(man, "model");
+	const char *mname = cJSON_IsString(model) && *model->valuestring ? model->valuestring : a.dir;
+	const char *slash = strrchr(mname, '/');
+	rep.module = slash && slash[1] ? slash + 1 : mname;
+	for (int i = 0; i < s.nk; i++) {
+		rep.macs += s.k[i].macs;
+		for (int c = 0; c < s.k[i].ncores; c++) {
+			rep.ext_read += s.k[i].core[c].ext_read;
+			rep.ext_write += s.k[i].core[c].ext_write;
+		}
+	}
+	sim_print_report(stdout, &rep);
+	sim_print_bars(stdout, &rep);
+	if (a.calibrate)
+		print_calibration(&s);
+	fflush(stdout);
+	if (sim_write_profiles(a.outdir, &rep, &d) != WL_OK)
+		goto fail;
+	status = WL_OK;
+	goto done;
+fail:
+	fflush(stdout);
+	*dg = d;
+done:
+	if (have_r)
+		cost_result_free(&r);
+	for (int i = 0; i < a.ncmp; i++)
+		free(cmp[i].name);
+	free(cmp);
+	sim_schedule_free(&s);
+	cJSON_Delete(man);
+	free(exe);
+	free(counters);
+	return status;
+}
