@@ -36,7 +36,6 @@ typedef struct NumericsOptions {
 
 struct PassContext {
 	const char *model_path;
-	int verbose;
 	FuseOptions fuse;
 	NumericsOptions numerics;
 	/* set by passes for --time-passes / statistics */

@@ -97,13 +97,6 @@ static int check_names(const char *list, Diag *d)
 	return pipeline_resolve(list, tmp, MAX_PIPE, d) < 0 ? WL_ERR : WL_OK;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 int pipeline_run(Module *m, const PipelineOptions *opt, Diag *d)
 {
 	const Pass *pipe[MAX_PIPE];
@@ -133,14 +126,14 @@ int pipeline_run(Module *m, const PipelineOptions *opt, Diag *d)
 	int nodes[MAX_PIPE];
 	PassContext ctx = {.model_path = m->path, .fuse = opt->fuse, .numerics = opt->numerics};
 	for (int i = 0; i < n; i++) {
-		double t0 = now_ms();
+		double t0 = wl_now_ms();
 		ctx.changed = 0;
 		if (pipe[i]->run(m, &ctx, d) != WL_OK) {
 			if (!d->set)
 				diag_fail(d, "%s: pass %s failed", m->path, pipe[i]->name);
 			return WL_ERR;
 		}
-		times[i] = now_ms() - t0;
+		times[i] = wl_now_ms() - t0;
 		total += times[i];
 		nodes[i] = m->graph->nnodes;
 		if (opt->verify_each || m->debug_verify) {

@@ -38,7 +38,6 @@ typedef struct TargetOptions {
 	TargetKind kind;
 	const char *target_name;    /* "qc-p", "host" ... as given */
 	const char *model_path;
-	const char *tranges_path;   /* chimera: required */
 	bool print_fracbits;        /* --print-fracbits: table to stdout */
 	FuseOptions fuse;
 	ChimeraConfig chimera;
@@ -46,7 +45,6 @@ typedef struct TargetOptions {
 	const char **passes_run;    /* names of the passes that ran, in order */
 	int npasses_run;
 	double t_start_ms;          /* CLOCK_MONOTONIC at driver start (compile time) */
-	int verbose;
 } TargetOptions;
 
 /* Parses "qc-n" ... "host"; TARGET_NONE if unknown. */

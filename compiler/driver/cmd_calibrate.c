@@ -10,6 +10,7 @@
  * tranges/calibrate.c (the rules for ranges, infinities and --percentile
  * are there). On a terminal, stderr shows a progress bar.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -93,9 +94,7 @@ static void progress(int done, int total, double t0_ms, bool tty)
 	if (!tty)
 		return;
 	static double last_ms = -1e9;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	double now = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+	double now = wl_now_ms();
 	if (done > 0 && done < total && now - last_ms < 100)
 		return;                     /* at most 10 redraws a second */
 	last_ms = now;
@@ -116,75 +115,42 @@ static void progress(int done, int total, double t0_ms, bool tty)
 	fflush(stderr);
 }
 
-static double mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ---------------------------------------------------------------- command */
 
 typedef struct CalArgs {
 	const char *model, *out;
+	OptList samples;
 	Samples *sm; int nsm;
 	double percentile;
 	long threads;
 } CalArgs;
 
+static const OptSpec cal_opts[] = {
+	{"--samples", NULL, OPT_LIST, offsetof(CalArgs, samples)},
+	{"--output", "-o", OPT_STRING, offsetof(CalArgs, out)},
+	{"--percentile", NULL, OPT_REAL, offsetof(CalArgs, percentile), 0, 100, true,
+	 "%s: expected a number in (0, 100], got '%s'"},
+	{"--threads", NULL, OPT_INT, offsetof(CalArgs, threads), 1, 1024},
+	OPT_END,
+};
+
 static int parse_cal_args(int argc, char **argv, CalArgs *a)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *s = argv[i], *v;
-		int r;
-		if ((r = cmd_opt(CMD, "--samples", argc, argv, &i, &v)) != 0) {
-			if (r < 0)
-				return CMD_USAGE;
-			Samples *sm = &a->sm[a->nsm];
-			if (!cmd_split_binding(v, &sm->name, &sm->file))
-				return cmd_usage(CMD, "--samples '%s': expected NAME=FILE.npy", v);
-			for (int k = 0; k < a->nsm; k++)
-				if (strcmp(a->sm[k].name, sm->name) == 0) {
-					cmd_usage(CMD, "samples for input '%s' given twice", sm->name);
-					free(sm->name);
-					return CMD_USAGE;
-				}
-			a->nsm++;
-			continue;
-		}
-		if (strcmp(s, "-o") == 0) {
-			if (i + 1 >= argc)
-				return cmd_usage(CMD, "option '%s' needs a value", "-o");
-			a->out = argv[++i];
-			continue;
-		}
-		if ((r = cmd_opt(CMD, "--output", argc, argv, &i, &v)) != 0) {
-			if (r < 0)
-				return CMD_USAGE;
-			a->out = v;
-			continue;
-		}
-		if ((r = cmd_opt(CMD, "--percentile", argc, argv, &i, &v)) != 0) {
-			if (r < 0)
-				return CMD_USAGE;
-			char *end;
-			double p = strtod(v, &end);
-			if (end == v || *end || !(p > 0 && p <= 100))
-				return cmd_usage(CMD, "--percentile: expected a number in (0, 100], got '%s'", v);
-			a->percentile = p;
-			continue;
-		}
-		if ((r = cmd_opt(CMD, "--threads", argc, argv, &i, &v)) != 0) {
-			if (r < 0 || cmd_int(CMD, "--threads", v, 1, 1024, &a->threads) < 0)
-				return CMD_USAGE;
-			continue;
-		}
-		if (s[0] == '-' && s[1] != 0)
-			return cmd_usage(CMD, "unknown option '%s'", s);
-		if (a->model)
-			return cmd_usage(CMD, "more than one model given ('%s')", s);
-		a->model = s;
+	int rc = opt_parse(CMD, cal_opts, argc, argv, a, &a->model, "model", NULL);
+	Binding *bb = NULL;
+	if (rc == CMD_OK)
+		rc = cmd_bindings(CMD, "--samples", &a->samples, "samples for input '%s' given twice", &bb);
+	if (rc != CMD_OK) {
+		cmd_bindings_free(bb, a->samples.n);
+		return rc;
 	}
+	a->sm = calloc((size_t)a->samples.n + 1, sizeof *a->sm);
+	if (!a->sm)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (int k = 0; k < a->samples.n; k++)
+		a->sm[k] = (Samples){.name = bb[k].name, .file = bb[k].file};
+	a->nsm = a->samples.n;
+	free(bb);
 	if (!a->model)
 		return cmd_usage(CMD, "no model given");
 	if (!a->out)
@@ -244,15 +210,11 @@ static int64_t load_samples(Exec *e, CalArgs *a, Diag *d)
 
 int cmd_calibrate(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(usage_calibrate, stdout);
-			return CMD_OK;
-		}
+	if (opt_help(argc, argv)) {
+		fputs(usage_calibrate, stdout);
+		return CMD_OK;
+	}
 	CalArgs a = {0};
-	a.sm = calloc((size_t)argc + 1, sizeof *a.sm);
-	if (!a.sm)
-		wl_die(__FILE__, __LINE__, "out of memory");
 	Diag d = {0};
 	Module *m = NULL;
 	Exec *e = NULL;
@@ -276,7 +238,7 @@ int cmd_calibrate(int argc, char **argv)
 	c = calib_new(a.percentile > 0 && a.percentile < 100);
 	exec_set_observer(e, calib_observe, c);
 	bool tty = isatty(2);
-	double t0 = mono_ms();
+	double t0 = wl_now_ms();
 	progress(0, (int)S, t0, tty);
 	for (int64_t s = 0; s < S; s++) {
 		for (int k = 0; k < a.nsm; k++) {
@@ -326,6 +288,7 @@ out:
 		free(a.sm[k].name);
 	}
 	free(a.sm);
+	opt_free_lists(cal_opts, &a);
 	calib_free(c);
 	if (m)
 		module_free(m);

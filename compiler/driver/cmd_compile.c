@@ -3,6 +3,7 @@
  * compile_target(): read → passes → a target writes the module directory.
  * Exit status: 0 success, 1 bad input (one line naming file, node, tensor),
  * 2 usage. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -11,9 +12,7 @@
 #include "compiler/driver/commands.h"
 #include "targets/target.h"
 
-enum { EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
 
-static const char *prog = "wlower";
 
 static const char usage_main[] =
 "usage: wlower MODEL [options]\n"
@@ -70,101 +69,73 @@ static const char usage_main[] =
 "\n"
 "exit status: 0 success, 1 bad input, 2 usage error\n";
 
-static int usage_error(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "%s: ", prog);
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, " (see '%s --help')\n", prog);
-	return EXIT_USAGE;
-}
-
 static int bad_input(const Diag *d)
 {
-	fprintf(stderr, "%s: error: %s\n", prog, d->set ? d->msg : "unknown error");
-	return EXIT_BAD_INPUT;
+	return cmd_error(NULL, d);
 }
 
 typedef struct Options {
-	const char *model, *out, *emit, *tranges, *target;
-	const char *cores, *ocm, *macs_per_pe, *clock, *ext_bw, *cpu, *threads;
+	const char *model, *out, *emit, *tranges, *target, *cpu;
+	long cores, macs_per_pe, threads;
+	double ocm, clock, ext_bw;
 	bool print_weights, external_data, list_passes, stats, print_fracbits;
+	bool seen[32];                 /* per row of compile_opts: given */
 	PipelineOptions pipe;
 } Options;
 
-/* "--name=value" or "--name value"; returns the value or NULL. */
-static const char *opt_value(const char *name, int argc, char **argv, int *i, int *err)
+#define O(f) offsetof(Options, f)
+static const OptSpec compile_opts[] = {
+	{"--output", "-o", OPT_STRING, O(out)},
+	{"--emit", NULL, OPT_STRING, O(emit)},
+	{"--passes", NULL, OPT_STRING, O(pipe.passes)},
+	{"--stop-after", NULL, OPT_STRING, O(pipe.stop_after)},
+	{"--print-after", NULL, OPT_STRING, O(pipe.print_after)},
+	{"--tranges", NULL, OPT_STRING, O(tranges)},
+	{"--target", NULL, OPT_STRING, O(target)},
+	{"--print-after-all", NULL, OPT_FLAG, O(pipe.print_after_all)},
+	{"--time-passes", NULL, OPT_FLAG, O(pipe.time_passes)},
+	{"--verify", NULL, OPT_FLAG, O(pipe.verify_each)},
+	{"--print-weights", NULL, OPT_FLAG, O(print_weights)},
+	{"--external-data", NULL, OPT_FLAG, O(external_data)},
+	{"--list-passes", NULL, OPT_FLAG, O(list_passes)},
+	{"--stats", NULL, OPT_FLAG, O(stats)},
+	{"--print-fracbits", NULL, OPT_FLAG, O(print_fracbits)},
+	{"--prepend-logmel", NULL, OPT_FLAG, O(pipe.fuse.prepend_logmel)},
+	{"--append-argmax", NULL, OPT_FLAG, O(pipe.fuse.append_argmax)},
+	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
+	/* hardware (from "--cores" on): need --target */
+	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},
+	{"--ocm", NULL, OPT_SIZE, O(ocm), 65536, 1e12, false, "%s: '%s' is not a size like 32MB (at least 64KB)"},
+	{"--macs-per-pe", NULL, OPT_INT, O(macs_per_pe), 1, 1024, false, "%s: '%s' is not 1..1024"},
+	{"--clock", NULL, OPT_FREQ, O(clock), 1e6, 1e12, false, "%s: '%s' is not a frequency like 1.7GHz"},
+	{"--ext-bw", NULL, OPT_BANDWIDTH, O(ext_bw), 1e6, 1e15, false, "%s: '%s' is not a bandwidth like 128GBps"},
+	{"--cpu", NULL, OPT_STRING, O(cpu)},
+	{"--threads", NULL, OPT_INT, O(threads), 0, 1024, false, "%s: '%s' is not 0..1024"},
+	OPT_END,
+};
+#undef O
+_Static_assert(sizeof compile_opts / sizeof compile_opts[0] <= sizeof ((Options *)0)->seen,
+               "Options.seen has a flag per row of compile_opts");
+
+/* Whether option NAME was given. */
+static bool given(const Options *o, const char *name)
 {
-	size_t n = strlen(name);
-	const char *a = argv[*i];
-	if (strncmp(a, name, n) != 0)
-		return NULL;
-	if (a[n] == '=')
-		return a + n + 1;
-	if (a[n] != 0)
-		return NULL;
-	if (*i + 1 >= argc) {
-		usage_error("option '%s' needs a value", name);
-		*err = 1;
-		return NULL;
-	}
-	return argv[++*i];
+	for (int k = 0; compile_opts[k].name; k++)
+		if (strcmp(compile_opts[k].name, name) == 0)
+			return o->seen[k];
+	WL_ASSERT(!"no such option");
+	return false;
 }
 
-static int parse_args(int argc, char **argv, Options *o)
+static bool hardware_given(const Options *o)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v;
-		int err = 0;
-#define VAL(name, field) \
-		if ((v = opt_value(name, argc, argv, &i, &err)) || err) { \
-			if (err) return EXIT_USAGE; \
-			field = v; continue; }
-		if (strcmp(a, "-o") == 0) {
-			if (i + 1 >= argc)
-				return usage_error("option '%s' needs a value", "-o");
-			o->out = argv[++i];
-			continue;
-		}
-		VAL("--output", o->out)
-		VAL("--emit", o->emit)
-		VAL("--passes", o->pipe.passes)
-		VAL("--stop-after", o->pipe.stop_after)
-		VAL("--print-after", o->pipe.print_after)
-		VAL("--tranges", o->tranges)
-		VAL("--target", o->target)
-		VAL("--cores", o->cores)
-		VAL("--ocm", o->ocm)
-		VAL("--macs-per-pe", o->macs_per_pe)
-		VAL("--clock", o->clock)
-		VAL("--ext-bw", o->ext_bw)
-		VAL("--cpu", o->cpu)
-		VAL("--threads", o->threads)
-#undef VAL
-		if (strcmp(a, "--print-after-all") == 0) o->pipe.print_after_all = true;
-		else if (strcmp(a, "--time-passes") == 0) o->pipe.time_passes = true;
-		else if (strcmp(a, "--verify") == 0) o->pipe.verify_each = true;
-		else if (strcmp(a, "--print-weights") == 0) o->print_weights = true;
-		else if (strcmp(a, "--external-data") == 0) o->external_data = true;
-		else if (strcmp(a, "--list-passes") == 0) o->list_passes = true;
-		else if (strcmp(a, "--stats") == 0) o->stats = true;
-		else if (strcmp(a, "--print-fracbits") == 0) o->print_fracbits = true;
-		else if (strcmp(a, "--prepend-logmel") == 0) o->pipe.fuse.prepend_logmel = true;
-		else if (strcmp(a, "--append-argmax") == 0) o->pipe.fuse.append_argmax = true;
-		else if (strcmp(a, "--fp16-attention") == 0) o->pipe.fuse.fp16_attention = true;
-		else if (a[0] == '-' && a[1] != 0)
-			return usage_error("unknown option '%s'", a);
-		else if (o->model)
-			return usage_error("more than one model given ('%s')", a);
-		else
-			o->model = a;
+	bool hw = false;
+	for (int k = 0; compile_opts[k].name; k++) {
+		hw |= strcmp(compile_opts[k].name, "--cores") == 0;
+		if (hw && o->seen[k])
+			return true;
 	}
-	return 0;
-}
-
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t n = strlen(s), m = strlen(suf);
-	return n >= m && strcmp(s + n - m, suf) == 0;
+	return false;
 }
 
 static void list_passes(void)
@@ -175,13 +146,6 @@ static void list_passes(void)
 		printf("  %-14s %-26s %s\n", p->group ? p->group : "-", p->name, p->help);
 		printf("  %-14s %-26s requires: %s; invalidates: %s\n", "", "", p->requires, p->invalidates);
 	}
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 static long peak_rss_kb(void)
@@ -210,10 +174,10 @@ static int compile(Options *o)
 	PrintOptions po = {.print_weights = o->print_weights};
 	o->pipe.print = po;
 
-	double t0 = now_ms();
+	double t0 = wl_now_ms();
 	if (model_read(o->model, &m, &d) != WL_OK)
 		return bad_input(&d);
-	double t1 = now_ms();
+	double t1 = wl_now_ms();
 	long rss_read = peak_rss_kb();
 	if (ir_verify(m, &d) != WL_OK) {
 		module_free(m);
@@ -223,7 +187,7 @@ static int compile(Options *o)
 		module_free(m);
 		return bad_input(&d);
 	}
-	double t2 = now_ms();
+	double t2 = wl_now_ms();
 	int rc = WL_OK;
 	if (strcmp(o->emit, "onnx") == 0) {
 		ExportOptions eo = {.all_external = o->external_data};
@@ -236,88 +200,42 @@ static int compile(Options *o)
 			rc = diag_fail(&d, "<stdout>: write failed");
 	}
 	if (o->stats)
-		print_stats(m, t1 - t0, rss_read, t2 - t1, now_ms() - t2);
+		print_stats(m, t1 - t0, rss_read, t2 - t1, wl_now_ms() - t2);
 	module_free(m);
 	return rc == WL_OK ? 0 : bad_input(&d);
-}
-
-/* "32MB", "16MiB", "4096", "1.5GB" (decimal K/M/G = 2^10.. for sizes, as the
- * vendor's tables mean MB = MiB), "1.7GHz", "128GBps", "128GB/s". unit: the
- * suffix after the multiplier ("B", "Hz", "Bps"), optional. */
-static int parse_quantity(const char *s, const char *unit, bool binary, double *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-	if (end == s || !(v > 0))
-		return -1;
-	double k = binary ? 1024.0 : 1000.0;
-	if (*end == 'K' || *end == 'k') { v *= k; end++; }
-	else if (*end == 'M') { v *= k * k; end++; }
-	else if (*end == 'G') { v *= k * k * k; end++; }
-	if (binary && *end == 'i')
-		end++;
-	if (*end && strcmp(end, unit) != 0 && !(strcmp(unit, "Bps") == 0 && strcmp(end, "B/s") == 0))
-		return -1;
-	*out = v;
-	return 0;
 }
 
 static int compile_target(Options *o, TargetKind kind)
 {
 	bool chimera = kind != TARGET_HOST;
 	TargetOptions to = {.kind = kind, .target_name = o->target, .model_path = o->model,
-	                    .tranges_path = o->tranges, .print_fracbits = o->print_fracbits,
-	                    .fuse = o->pipe.fuse, .t_start_ms = now_ms()};
+	                    .print_fracbits = o->print_fracbits,
+	                    .fuse = o->pipe.fuse, .t_start_ms = wl_now_ms()};
 	chimera_config_preset(chimera ? kind : TARGET_QC_P, &to.chimera);
 	to.host.cpu = o->cpu ? o->cpu : "native";
-	double q;
-	if (o->cores) {
-		char *end;
-		long c = strtol(o->cores, &end, 10);
-		if (*end || c < 1 || c > 4)
-			return usage_error("--cores: '%s' is not 1..4", o->cores);
-		to.chimera.cores = (int)c;
-	}
-	if (o->ocm) {
-		if (parse_quantity(o->ocm, "B", true, &q) || q < 65536 || q > 1e12)
-			return usage_error("--ocm: '%s' is not a size like 32MB (at least 64KB)", o->ocm);
-		to.chimera.ocm_bytes = (uint64_t)q;
-	}
-	if (o->macs_per_pe) {
-		char *end;
-		long c = strtol(o->macs_per_pe, &end, 10);
-		if (*end || c < 1 || c > 1024)
-			return usage_error("--macs-per-pe: '%s' is not 1..1024", o->macs_per_pe);
-		to.chimera.macs_per_pe = (int)c;
-	}
-	if (o->clock) {
-		if (parse_quantity(o->clock, "Hz", false, &q) || q < 1e6)
-			return usage_error("--clock: '%s' is not a frequency like 1.7GHz", o->clock);
-		to.chimera.clock_hz = q;
-	}
-	if (o->ext_bw) {
-		if (parse_quantity(o->ext_bw, "Bps", false, &q) || q < 1e6)
-			return usage_error("--ext-bw: '%s' is not a bandwidth like 128GBps", o->ext_bw);
-		to.chimera.ext_bw = q;
-	}
-	if (o->threads) {
-		char *end;
-		long c = strtol(o->threads, &end, 10);
-		if (*end || c < 0 || c > 1024)
-			return usage_error("--threads: '%s' is not 0..1024", o->threads);
-		to.host.threads = (int)c;
-	}
+	if (given(o, "--cores"))
+		to.chimera.cores = (int)o->cores;
+	if (given(o, "--ocm"))
+		to.chimera.ocm_bytes = (uint64_t)o->ocm;
+	if (given(o, "--macs-per-pe"))
+		to.chimera.macs_per_pe = (int)o->macs_per_pe;
+	if (given(o, "--clock"))
+		to.chimera.clock_hz = o->clock;
+	if (given(o, "--ext-bw"))
+		to.chimera.ext_bw = o->ext_bw;
+	if (given(o, "--threads"))
+		to.host.threads = (int)o->threads;
 	if (o->emit) {
 		if (kind != TARGET_HOST || strcmp(o->emit, "llvm-ir") != 0)
-			return usage_error("--emit %s: with --target, only '--emit llvm-ir' (host) is accepted", o->emit);
+			return cmd_usage(NULL, "--emit %s: with --target, only '--emit llvm-ir' (host) is accepted", o->emit);
 		to.host.emit_llvm_ir = true;
 	}
 	if (!o->out)
-		return usage_error("--target %s needs -o DIR", o->target);
+		return cmd_usage(NULL, "--target %s needs -o DIR", o->target);
 	if (chimera && !o->tranges)
-		return usage_error("--target %s needs --tranges FILE (from 'wlower calibrate')", o->target);
+		return cmd_usage(NULL, "--target %s needs --tranges FILE (from 'wlower calibrate')", o->target);
 	if (o->pipe.passes || o->pipe.stop_after)
-		return usage_error("%s", "--passes/--stop-after cannot be combined with --target");
+		return cmd_usage(NULL, "%s", "--passes/--stop-after cannot be combined with --target");
 	if (chimera) {
 		o->pipe.numerics.tranges_path = o->tranges;
 		o->pipe.numerics.print_fracbits = o->print_fracbits;
@@ -350,12 +268,12 @@ static int compile_target(Options *o, TargetKind kind)
 	}
 	free(tmp);
 	if (o->stats)
-		print_stats(m, 0, peak_rss_kb(), 0, now_ms() - to.t_start_ms);
+		print_stats(m, 0, peak_rss_kb(), 0, wl_now_ms() - to.t_start_ms);
 	module_free(m);
 	if (rc != WL_OK)
 		return bad_input(&d);
-	fprintf(stderr, "%s: compiled %s for %s in %.0f ms -> %s\n", prog, o->model, o->target,
-	        now_ms() - to.t_start_ms, o->out);
+	fprintf(stderr, "wlower: compiled %s for %s in %.0f ms -> %s\n", o->model, o->target,
+	        wl_now_ms() - to.t_start_ms, o->out);
 	return 0;
 }
 
@@ -363,7 +281,7 @@ int cmd_compile(int argc, char **argv)
 {
 	if (argc < 2) {
 		fputs(usage_main, stderr);
-		return EXIT_USAGE;
+		return CMD_USAGE;
 	}
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -376,7 +294,7 @@ int cmd_compile(int argc, char **argv)
 		}
 	}
 	Options o = {0};
-	int rc = parse_args(argc, argv, &o);
+	int rc = opt_parse(NULL, compile_opts, argc, argv, &o, &o.model, "model", o.seen);
 	if (rc)
 		return rc;
 	if (o.list_passes) {
@@ -384,28 +302,28 @@ int cmd_compile(int argc, char **argv)
 		return 0;
 	}
 	if (!o.model)
-		return usage_error("%s", "no model given");
+		return cmd_usage(NULL, "%s", "no model given");
 	if (o.target) {
 		TargetKind kind = target_parse(o.target);
 		if (kind == TARGET_NONE)
-			return usage_error("--target: unknown target '%s' (qc-n, qc-p, qc-u, host)", o.target);
+			return cmd_usage(NULL, "--target: unknown target '%s' (qc-n, qc-p, qc-u, host)", o.target);
 		return compile_target(&o, kind);
 	}
-	if (o.cores || o.ocm || o.macs_per_pe || o.clock || o.ext_bw || o.cpu || o.threads)
-		return usage_error("%s", "the hardware options (--cores, --ocm, ..., --cpu, --threads) need --target");
+	if (hardware_given(&o))
+		return cmd_usage(NULL, "%s", "the hardware options (--cores, --ocm, ..., --cpu, --threads) need --target");
 	if (o.print_fracbits && !o.tranges)
-		return usage_error("%s", "--print-fracbits needs --tranges FILE");
+		return cmd_usage(NULL, "%s", "--print-fracbits needs --tranges FILE");
 	/* Without --target, --tranges runs the numerics group in the pipeline
 	 * (e.g. --stop-after=assign-fracbits --print-fracbits to see the formats). */
 	o.pipe.numerics.tranges_path = o.tranges;
 	o.pipe.numerics.print_fracbits = o.print_fracbits;
 	if (o.pipe.passes && o.pipe.stop_after)
-		return usage_error("%s", "--passes and --stop-after cannot be combined");
+		return cmd_usage(NULL, "%s", "--passes and --stop-after cannot be combined");
 	if (!o.emit)
-		o.emit = (o.out && ends_with(o.out, ".onnx")) ? "onnx" : "onnx-text";
+		o.emit = (o.out && str_ends_with(o.out, ".onnx")) ? "onnx" : "onnx-text";
 	if (strcmp(o.emit, "onnx") != 0 && strcmp(o.emit, "onnx-text") != 0)
-		return usage_error("--emit: unknown format '%s' (onnx, onnx-text)", o.emit);
+		return cmd_usage(NULL, "--emit: unknown format '%s' (onnx, onnx-text)", o.emit);
 	if (strcmp(o.emit, "onnx") == 0 && (!o.out || strcmp(o.out, "-") == 0))
-		return usage_error("%s", "--emit onnx needs -o FILE");
+		return cmd_usage(NULL, "%s", "--emit onnx needs -o FILE");
 	return compile(&o);
 }

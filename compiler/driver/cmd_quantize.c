@@ -32,6 +32,7 @@
  * Dequantized weight: (q - zp) * scale.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/driver/commands.h"
@@ -337,12 +338,6 @@ static bool name_exists(Graph *g, const char *name)
 
 /* ---------------------------------------------------------------- command */
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t n = strlen(s), m = strlen(suf);
-	return n >= m && strcmp(s + n - m, suf) == 0;
-}
-
 static int add_excludes(QuantOpts *o, const char *list, int *cap)
 {
 	const char *p = list;
@@ -370,59 +365,47 @@ static int add_excludes(QuantOpts *o, const char *list, int *cap)
 	return CMD_OK;
 }
 
+typedef struct QuantArgs {
+	const char *out;
+	long nbits, block;
+	bool symmetric;
+	OptList exclude;
+} QuantArgs;
+
+static const OptSpec quant_opts[] = {
+	{"--output", "-o", OPT_STRING, offsetof(QuantArgs, out)},
+	{"--nbits", NULL, OPT_INT, offsetof(QuantArgs, nbits), 1, 64},
+	{"--block-size", NULL, OPT_INT, offsetof(QuantArgs, block), 1, 1 << 20},
+	{"--exclude", NULL, OPT_LIST, offsetof(QuantArgs, exclude)},
+	{"--symmetric", NULL, OPT_FLAG, offsetof(QuantArgs, symmetric)},
+	OPT_END,
+};
+
 int cmd_quantize(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(usage_quantize, stdout);
-			return CMD_OK;
-		}
+	if (opt_help(argc, argv)) {
+		fputs(usage_quantize, stdout);
+		return CMD_OK;
+	}
 	QuantOpts o = {.bits = 4, .block = 32};
+	QuantArgs qa = {.nbits = 4, .block = 32};
 	const char *model = NULL, *out = NULL;
 	int rc = CMD_OK, cap_excl = 0;
 	Module *m = NULL;
 	Diag d = {0};
 	QuantState s = {0};
-	for (int i = 1; i < argc && rc == CMD_OK; i++) {
-		const char *a = argv[i], *v;
-		int r;
-		long x;
-		if (strcmp(a, "-o") == 0) {
-			if (i + 1 >= argc)
-				rc = cmd_usage(CMD, "option '%s' needs a value", "-o");
-			else
-				out = argv[++i];
-		} else if ((r = cmd_opt(CMD, "--output", argc, argv, &i, &v)) != 0) {
-			if (r < 0)
-				rc = CMD_USAGE;
-			else
-				out = v;
-		} else if ((r = cmd_opt(CMD, "--nbits", argc, argv, &i, &v)) != 0) {
-			if (r < 0 || cmd_int(CMD, "--nbits", v, 1, 64, &x) < 0)
-				rc = CMD_USAGE;
-			else if (x != 4)
-				rc = cmd_usage(CMD, "--nbits %ld: only 4 bits are supported", x);
-			else
-				o.bits = (int)x;
-		} else if ((r = cmd_opt(CMD, "--block-size", argc, argv, &i, &v)) != 0) {
-			if (r < 0 || cmd_int(CMD, "--block-size", v, 1, 1 << 20, &x) < 0)
-				rc = CMD_USAGE;
-			else if (x < 16 || (x & (x - 1)) != 0)
-				rc = cmd_usage(CMD, "--block-size %ld: must be a power of two >= 16", x);
-			else
-				o.block = (int)x;
-		} else if ((r = cmd_opt(CMD, "--exclude", argc, argv, &i, &v)) != 0) {
-			rc = r < 0 ? CMD_USAGE : add_excludes(&o, v, &cap_excl);
-		} else if (strcmp(a, "--symmetric") == 0) {
-			o.symmetric = true;
-		} else if (a[0] == '-' && a[1] != 0) {
-			rc = cmd_usage(CMD, "unknown option '%s'", a);
-		} else if (model) {
-			rc = cmd_usage(CMD, "more than one model given ('%s')", a);
-		} else {
-			model = a;
-		}
-	}
+	rc = opt_parse(CMD, quant_opts, argc, argv, &qa, &model, "model", NULL);
+	out = qa.out;
+	o.symmetric = qa.symmetric;
+	if (rc == CMD_OK && qa.nbits != 4)
+		rc = cmd_usage(CMD, "--nbits %ld: only 4 bits are supported", qa.nbits);
+	if (rc == CMD_OK && (qa.block < 16 || (qa.block & (qa.block - 1)) != 0))
+		rc = cmd_usage(CMD, "--block-size %ld: must be a power of two >= 16", qa.block);
+	o.bits = (int)qa.nbits;
+	o.block = (int)qa.block;
+	for (int k = 0; rc == CMD_OK && k < qa.exclude.n; k++)
+		rc = add_excludes(&o, qa.exclude.v[k], &cap_excl);
+	opt_free_lists(quant_opts, &qa);
 	if (rc == CMD_OK && !model)
 		rc = cmd_usage(CMD, "no model given");
 	if (rc == CMD_OK && !out)
@@ -447,7 +430,7 @@ int cmd_quantize(int argc, char **argv)
 		diag_prefix(&d, "after quantization (internal error): ");
 		goto fail;
 	}
-	if (ends_with(out, ".onnxtxt") || ends_with(out, ".onnxtext") || ends_with(out, ".txt")) {
+	if (str_ends_with(out, ".onnxtxt") || str_ends_with(out, ".onnxtext") || str_ends_with(out, ".txt")) {
 		PrintOptions po = {0};
 		if (text_print_file(m, out, &po, &d) != WL_OK)
 			goto fail;

@@ -23,6 +23,7 @@
  * line (no '=', missing value, unknown option) is a usage error (exit 2).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,30 +56,17 @@ static const char usage_run[] =
 "the environment prints per-kernel times on stderr (if the module has them).\n"
 "exit status: 0 success, 1 bad input (one line naming file and input), 2 usage error\n";
 
-typedef struct Binding {
+typedef struct RunInput {
 	char *name;
 	const char *file;
 	RTensor t;
 	bool loaded;
-} Binding;
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+} RunInput;
 
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return (x > y) - (x < y);
-}
-
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t n = strlen(s), m = strlen(suf);
-	return n >= m && strcmp(s + n - m, suf) == 0;
 }
 
 /* The output file name rule shared with tests/oracle/ort_run.js. */
@@ -106,7 +94,7 @@ static char *output_file_name(const char *dir, const char *name)
 
 static int load_tensor(const char *file, RTensor *t, Diag *d)
 {
-	if (ends_with(file, ".pb"))
+	if (str_ends_with(file, ".pb"))
 		return pb_tensor_read(file, t, d);
 	return npy_read(file, t, d);
 }
@@ -127,52 +115,36 @@ static const char *input_list(const Exec *e, char *buf, size_t n)
 
 typedef struct RunArgs {
 	const char *model, *outdir;
-	Binding *b; int nb;
+	OptList inputs;
+	RunInput *b; int nb;
 	long threads, reps;
 } RunArgs;
 
+static const OptSpec run_opts[] = {
+	{"--input", NULL, OPT_LIST, offsetof(RunArgs, inputs)},
+	{"--output-dir", NULL, OPT_STRING, offsetof(RunArgs, outdir)},
+	{"--threads", NULL, OPT_INT, offsetof(RunArgs, threads), 1, 1024},
+	{"--reps", NULL, OPT_INT, offsetof(RunArgs, reps), 0, 1000000},
+	OPT_END,
+};
+
 static int parse_run_args(int argc, char **argv, RunArgs *a)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *s = argv[i], *v;
-		int r;
-		if ((r = cmd_opt(CMD, "--input", argc, argv, &i, &v)) != 0) {
-			if (r < 0)
-				return CMD_USAGE;
-			Binding *nb = &a->b[a->nb];
-			if (!cmd_split_binding(v, &nb->name, &nb->file))
-				return cmd_usage(CMD, "--input '%s': expected NAME=FILE.npy", v);
-			for (int k = 0; k < a->nb; k++)
-				if (strcmp(a->b[k].name, nb->name) == 0) {
-					cmd_usage(CMD, "input '%s' given twice", nb->name);
-					free(nb->name);
-					return CMD_USAGE;
-				}
-			a->nb++;
-			continue;
-		}
-		if ((r = cmd_opt(CMD, "--output-dir", argc, argv, &i, &v)) != 0) {
-			if (r < 0)
-				return CMD_USAGE;
-			a->outdir = v;
-			continue;
-		}
-		if ((r = cmd_opt(CMD, "--threads", argc, argv, &i, &v)) != 0) {
-			if (r < 0 || cmd_int(CMD, "--threads", v, 1, 1024, &a->threads) < 0)
-				return CMD_USAGE;
-			continue;
-		}
-		if ((r = cmd_opt(CMD, "--reps", argc, argv, &i, &v)) != 0) {
-			if (r < 0 || cmd_int(CMD, "--reps", v, 0, 1000000, &a->reps) < 0)
-				return CMD_USAGE;
-			continue;
-		}
-		if (s[0] == '-' && s[1] != 0)
-			return cmd_usage(CMD, "unknown option '%s'", s);
-		if (a->model)
-			return cmd_usage(CMD, "more than one model given ('%s')", s);
-		a->model = s;
+	int rc = opt_parse(CMD, run_opts, argc, argv, a, &a->model, "model", NULL);
+	Binding *bb = NULL;
+	if (rc == CMD_OK)
+		rc = cmd_bindings(CMD, "--input", &a->inputs, "input '%s' given twice", &bb);
+	if (rc != CMD_OK) {
+		cmd_bindings_free(bb, a->inputs.n);
+		return rc;
 	}
+	a->b = calloc((size_t)a->inputs.n + 1, sizeof *a->b);
+	if (!a->b)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (int k = 0; k < a->inputs.n; k++)
+		a->b[k] = (RunInput){.name = bb[k].name, .file = bb[k].file};
+	a->nb = a->inputs.n;
+	free(bb);
 	if (!a->model)
 		return cmd_usage(CMD, "no model given");
 	if (!a->outdir)
@@ -185,7 +157,7 @@ static int bind_inputs(Exec *e, RunArgs *a, Diag *d)
 {
 	char list[512];
 	for (int k = 0; k < a->nb; k++) {
-		Binding *b = &a->b[k];
+		RunInput *b = &a->b[k];
 		bool known = false;
 		for (int i = 0; i < exec_input_count(e); i++)
 			known |= strcmp(exec_input(e, i)->name, b->name) == 0;
@@ -371,7 +343,7 @@ static int run_dir(RunArgs *a, Diag *d)
 	char list[512], ty[256];
 	WlTensorInfo info;
 	for (int k = 0; k < a->nb; k++) {
-		Binding *b = &a->b[k];
+		RunInput *b = &a->b[k];
 		if (wl_input_index(wm, b->name) < 0) {
 			size_t l = 0;
 			list[0] = 0;
@@ -416,12 +388,12 @@ static int run_dir(RunArgs *a, Diag *d)
 	if (a->reps > 0) {
 		wl_profile_reset(wm);           /* the warm-up run is not profiled */
 		for (long r = 0; r < a->reps; r++) {
-			double t0 = now_ms();
+			double t0 = wl_now_ms();
 			if (wl_run(wm) != 0) {
 				diag_fail(d, "%s", wl_error(wm));
 				goto out;
 			}
-			t[r] = now_ms() - t0;
+			t[r] = wl_now_ms() - t0;
 		}
 		print_median(t, a->reps);
 	}
@@ -450,15 +422,11 @@ out:
 
 int cmd_run(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(usage_run, stdout);
-			return CMD_OK;
-		}
+	if (opt_help(argc, argv)) {
+		fputs(usage_run, stdout);
+		return CMD_OK;
+	}
 	RunArgs a = {.threads = 0, .reps = 0};
-	a.b = calloc((size_t)argc + 1, sizeof *a.b);
-	if (!a.b)
-		wl_die(__FILE__, __LINE__, "out of memory");
 	int rc = parse_run_args(argc, argv, &a);
 	Diag d = {0};
 	Module *m = NULL;
@@ -486,12 +454,12 @@ int cmd_run(int argc, char **argv)
 		if (!t)
 			wl_die(__FILE__, __LINE__, "out of memory");
 		for (long r = 0; r < a.reps; r++) {
-			double t0 = now_ms();
+			double t0 = wl_now_ms();
 			if (exec_run(e, &d) != WL_OK) {
 				free(t);
 				goto fail;
 			}
-			t[r] = now_ms() - t0;
+			t[r] = wl_now_ms() - t0;
 		}
 		print_median(t, a.reps);
 		free(t);
@@ -511,6 +479,7 @@ out:
 		free(a.b[k].name);
 	}
 	free(a.b);
+	opt_free_lists(run_opts, &a);
 	if (m)
 		module_free(m);
 	return rc;

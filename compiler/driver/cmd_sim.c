@@ -1,5 +1,6 @@
 /* cmd_sim.c — `wlower sim DIR`: the command line; the work is
  * targets/chimera/sim/sim.c (sim_run). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/driver/commands.h"
@@ -30,51 +31,44 @@ static const char usage_sim[] =
 "\n"
 "exit status: 0 success, 1 bad input (one line), 2 usage error\n";
 
-static int add_bind(const char *opt, const char *v, Bind *v_arr, int *n)
-{
-	Bind *b = &v_arr[*n];
-	if (!cmd_split_binding(v, &b->name, &b->file))
-		return cmd_usage(CMD, "%s '%s': expected NAME=FILE.npy", opt, v);
-	for (int k = 0; k < *n; k++)
-		if (!strcmp(v_arr[k].name, b->name)) {
-			cmd_usage(CMD, "%s '%s' given twice", opt, b->name);
-			free(b->name);
-			return CMD_USAGE;
-		}
-	(*n)++;
-	return CMD_OK;
-}
+typedef struct SimOpts {
+	SimArgs a;
+	OptList in, cmp;
+} SimOpts;
 
-static int parse_args(int argc, char **argv, SimArgs *a)
+static const OptSpec sim_opts[] = {
+	{"--input", NULL, OPT_LIST, offsetof(SimOpts, in)},
+	{"--compare", NULL, OPT_LIST, offsetof(SimOpts, cmp)},
+	{"--output-dir", NULL, OPT_STRING, offsetof(SimOpts, a.outdir)},
+	{"--quiet", NULL, OPT_FLAG, offsetof(SimOpts, a.quiet)},
+	{"--cost-only", NULL, OPT_FLAG, offsetof(SimOpts, a.cost_only)},
+	{"--calibrate", NULL, OPT_FLAG, offsetof(SimOpts, a.calibrate)},
+	OPT_END,
+};
+
+static int parse_args(int argc, char **argv, SimOpts *o)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *s = argv[i], *v;
-		int r;
-		if ((r = cmd_opt(CMD, "--input", argc, argv, &i, &v)) != 0) {
-			if (r < 0 || add_bind("--input", v, a->in, &a->nin) != CMD_OK)
-				return CMD_USAGE;
-			continue;
-		}
-		if ((r = cmd_opt(CMD, "--compare", argc, argv, &i, &v)) != 0) {
-			if (r < 0 || add_bind("--compare", v, a->cmp, &a->ncmp) != CMD_OK)
-				return CMD_USAGE;
-			continue;
-		}
-		if ((r = cmd_opt(CMD, "--output-dir", argc, argv, &i, &v)) != 0) {
-			if (r < 0)
-				return CMD_USAGE;
-			a->outdir = v;
-			continue;
-		}
-		if (!strcmp(s, "--quiet")) { a->quiet = true; continue; }
-		if (!strcmp(s, "--cost-only")) { a->cost_only = true; continue; }
-		if (!strcmp(s, "--calibrate")) { a->calibrate = true; continue; }
-		if (s[0] == '-' && s[1] != 0)
-			return cmd_usage(CMD, "unknown option '%s'", s);
-		if (a->dir)
-			return cmd_usage(CMD, "more than one module folder given ('%s')", s);
-		a->dir = s;
-	}
+	SimArgs *a = &o->a;
+	int rc = opt_parse(CMD, sim_opts, argc, argv, o, &a->dir, "module folder", NULL);
+	a->nin = o->in.n;
+	a->ncmp = o->cmp.n;
+	Binding *in = NULL, *cmp = NULL;
+	if (rc == CMD_OK)
+		rc = cmd_bindings(CMD, "--input", &o->in, "--input '%s' given twice", &in);
+	if (rc == CMD_OK)
+		rc = cmd_bindings(CMD, "--compare", &o->cmp, "--compare '%s' given twice", &cmp);
+	a->in = calloc((size_t)a->nin + 1, sizeof *a->in);
+	a->cmp = calloc((size_t)a->ncmp + 1, sizeof *a->cmp);
+	if (!a->in || !a->cmp)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (int k = 0; in && k < a->nin; k++)
+		a->in[k] = (SimBind){in[k].name, in[k].file};
+	for (int k = 0; cmp && k < a->ncmp; k++)
+		a->cmp[k] = (SimBind){cmp[k].name, cmp[k].file};
+	free(in);
+	free(cmp);
+	if (rc != CMD_OK)
+		return rc;
 	if (!a->dir)
 		return cmd_usage(CMD, "no module folder given");
 	if (!a->outdir)
@@ -82,30 +76,25 @@ static int parse_args(int argc, char **argv, SimArgs *a)
 	return CMD_OK;
 }
 
-
 int cmd_sim(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			fputs(usage_sim, stdout);
-			return CMD_OK;
-		}
-	SimArgs a = {0};
-	a.in = calloc((size_t)argc + 1, sizeof *a.in);
-	a.cmp = calloc((size_t)argc + 1, sizeof *a.cmp);
-	if (!a.in || !a.cmp)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	int status = parse_args(argc, argv, &a);
+	if (opt_help(argc, argv)) {
+		fputs(usage_sim, stdout);
+		return CMD_OK;
+	}
+	SimOpts o = {0};
+	int status = parse_args(argc, argv, &o);
 	if (status == CMD_OK) {
 		Diag d = {0};
-		if (sim_run(&a, &d) != WL_OK)
+		if (sim_run(&o.a, &d) != WL_OK)
 			status = cmd_error(CMD, &d);
 	}
-	for (int i = 0; i < a.nin; i++)
-		free(a.in[i].name);
-	for (int i = 0; i < a.ncmp; i++)
-		free(a.cmp[i].name);
-	free(a.in);
-	free(a.cmp);
+	for (int k = 0; k < o.a.nin; k++)
+		free(o.a.in[k].name);
+	for (int k = 0; k < o.a.ncmp; k++)
+		free(o.a.cmp[k].name);
+	free(o.a.in);
+	free(o.a.cmp);
+	opt_free_lists(sim_opts, &o);
 	return status;
 }

@@ -30,18 +30,64 @@ int cmd_sim(int argc, char **argv);
 
 enum { CMD_OK = 0, CMD_BAD_INPUT = 1, CMD_USAGE = 2 };
 
-/* Prints "wlower CMD: MSG (see 'wlower CMD --help')" to stderr; returns 2. */
+/* Prints "wlower CMD: MSG (see 'wlower CMD --help')" to stderr; returns 2.
+ * cmd NULL: the compiler ("wlower: MSG (see 'wlower --help')"). */
 int cmd_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prints "wlower CMD: error: MSG" to stderr; returns 1. */
+/* Prints "wlower CMD: error: MSG" to stderr; returns 1 (cmd NULL: "wlower: error: MSG"). */
 int cmd_error(const char *cmd, const Diag *d);
-/* "--name=value" or "--name value" at argv[*i]: 1 and *val set when it
- * matches, 0 when argv[*i] is another option, -1 (usage error printed) when
- * the value is missing. */
-int cmd_opt(const char *cmd, const char *name, int argc, char **argv, int *i, const char **val);
-/* Parses a decimal integer in [lo, hi]; -1 (usage error printed) otherwise. */
-int cmd_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
-/* Splits "NAME=FILE" (the name may not be empty). */
-bool cmd_split_binding(const char *arg, char **name, const char **file);
+/* ---------------------------------------------------------------- the option table
+ * Every command declares its options as one table of OptSpec rows and calls
+ * opt_parse: "--name=value" and "--name value" (and the alias, e.g. "-o"),
+ * typed values checked against their range, one usage line per error. */
+typedef enum OptKind {
+	OPT_FLAG,       /* bool */
+	OPT_STRING,     /* const char * */
+	OPT_LIST,       /* OptList: every occurrence's value, in order (--input, --exclude) */
+	OPT_INT,        /* long in [lo, hi] */
+	OPT_REAL,       /* double in [lo, hi] ((lo, hi] with lo_open) */
+	OPT_SIZE,       /* double, bytes: "32MB", "16MiB", "4096" (K/M/G = 2^10, 2^20, 2^30) */
+	OPT_FREQ,       /* double, Hz: "1.7GHz" */
+	OPT_BANDWIDTH,  /* double, bytes/s: "128GBps", "128GB/s" */
+} OptKind;
+
+typedef struct OptList { const char **v; int n; } OptList;
+
+typedef struct OptSpec {
+	const char *name, *alias;   /* "--output", "-o" (alias may be NULL) */
+	OptKind kind;
+	size_t off;                 /* offsetof the field in the command's args struct */
+	double lo, hi;              /* numbers: the accepted range (finite) */
+	bool lo_open;
+	const char *bad;            /* numbers: the usage message for a bad value, a format
+	                               taking the option's name and the value, e.g.
+	                               "%s: '%s' is not 1..4"; NULL: "%s: expected an integer
+	                               in LO..HI, got '%s'" */
+} OptSpec;
+#define OPT_END {NULL, NULL, OPT_FLAG, 0, 0, 0, false, NULL}
+
+/* Parses argv[1..] by spec (a table ending in OPT_END) into args. One
+ * positional argument (not starting with '-', or "-" itself) goes to *pos;
+ * a second is "more than one POS_WHAT given". seen (may be NULL) gets, per
+ * row, whether the option was given. OptList values point into argv and
+ * are malloc'ed arrays (opt_free_lists). cmd NULL: the compiler ("wlower:
+ * ..."). Returns CMD_OK or CMD_USAGE (the message printed). */
+int opt_parse(const char *cmd, const OptSpec *spec, int argc, char **argv, void *args,
+              const char **pos, const char *pos_what, bool *seen);
+void opt_free_lists(const OptSpec *spec, void *args);
+/* True if argv[1..] holds -h or --help (commands print their help and exit
+ * 0 whatever else is on the line). */
+bool opt_help(int argc, char **argv);
+/* "32MB" (binary), "1.7GHz", "128GBps": the value in base units; -1 if
+ * malformed, not positive or not finite. unit: "B", "Hz" or "Bps". */
+int opt_quantity(const char *s, const char *unit, bool binary, double *out);
+
+/* NAME=FILE bindings of a list option (--input, --samples, --compare):
+ * malformed → "OPT 'ARG': expected NAME=FILE.npy", a name twice → dup_fmt
+ * (one %s, the name). *out is malloc'ed (n entries, names malloc'ed;
+ * cmd_bindings_free). */
+typedef struct Binding { char *name; const char *file; } Binding;
+int cmd_bindings(const char *cmd, const char *opt, const OptList *l, const char *dup_fmt, Binding **out);
+void cmd_bindings_free(Binding *b, int n);
 /* Default thread count: the online CPUs (at least 1). */
 int cmd_default_threads(void);
 /* "float32[1,80,3000]" / "int64[batch,4]" for a graph value's declared type. */

@@ -1,6 +1,8 @@
-/* cmdutil.c — small helpers the subcommands share (commands.h): option
- * parsing, the two kinds of error line, thread defaults, type descriptions. */
+/* options.c — what the commands share (commands.h): the option table and
+ * its parser, the two kinds of error line, thread defaults, type
+ * descriptions. */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,62 +13,205 @@ int cmd_usage(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	fprintf(stderr, "wlower %s: ", cmd);
+	fprintf(stderr, cmd ? "wlower %s: " : "wlower: ", cmd);
 	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, " (see 'wlower %s --help')\n", cmd);
+	if (cmd)
+		fprintf(stderr, " (see 'wlower %s --help')\n", cmd);
+	else
+		fprintf(stderr, " (see 'wlower --help')\n");
 	va_end(ap);
 	return CMD_USAGE;
 }
 
 int cmd_error(const char *cmd, const Diag *d)
 {
-	fprintf(stderr, "wlower %s: error: %s\n", cmd, d && d->set ? d->msg : "unknown error");
+	const char *msg = d && d->set ? d->msg : "unknown error";
+	if (cmd)
+		fprintf(stderr, "wlower %s: error: %s\n", cmd, msg);
+	else
+		fprintf(stderr, "wlower: error: %s\n", msg);
 	return CMD_BAD_INPUT;
 }
 
-int cmd_opt(const char *cmd, const char *name, int argc, char **argv, int *i, const char **val)
+/* ---------------------------------------------------------------- the option table */
+
+bool opt_help(int argc, char **argv)
 {
-	size_t n = strlen(name);
-	const char *a = argv[*i];
-	if (strncmp(a, name, n) != 0)
-		return 0;
-	if (a[n] == '=') {
-		*val = a + n + 1;
-		return 1;
-	}
-	if (a[n] != 0)
-		return 0;
-	if (*i + 1 >= argc) {
-		cmd_usage(cmd, "option '%s' needs a value", name);
-		return -1;
-	}
-	*val = argv[++*i];
-	return 1;
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	return false;
 }
 
-int cmd_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
+int opt_quantity(const char *s, const char *unit, bool binary, double *out)
 {
 	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi) {
-		cmd_usage(cmd, "%s: expected an integer in %ld..%ld, got '%s'", opt, lo, hi, s);
+	double v = strtod(s, &end);
+	if (end == s || !(v > 0) || !isfinite(v))
 		return -1;
-	}
+	double k = binary ? 1024.0 : 1000.0;
+	if (*end == 'K' || *end == 'k') { v *= k; end++; }
+	else if (*end == 'M') { v *= k * k; end++; }
+	else if (*end == 'G') { v *= k * k * k; end++; }
+	if (binary && *end == 'i')
+		end++;
+	if (*end && strcmp(end, unit) != 0 && !(strcmp(unit, "Bps") == 0 && strcmp(end, "B/s") == 0))
+		return -1;
+	if (!isfinite(v))
+		return -1;
 	*out = v;
 	return 0;
 }
 
-bool cmd_split_binding(const char *arg, char **name, const char **file)
+/* The value of row r at argv[*i] ("--name=v", "--name v", alias): 1 and *val
+ * when it matches, 0 when not, -1 (usage printed) when the value is missing. */
+static int opt_match(const char *cmd, const OptSpec *r, int argc, char **argv, int *i, const char **val)
 {
-	const char *eq = strchr(arg, '=');
-	if (!eq || eq == arg || !eq[1])
-		return false;
-	*name = strndup(arg, (size_t)(eq - arg));
-	if (!*name)
+	const char *a = argv[*i];
+	for (int k = 0; k < 2; k++) {
+		const char *name = k ? r->alias : r->name;
+		if (!name)
+			continue;
+		size_t n = strlen(name);
+		if (strncmp(a, name, n) != 0)
+			continue;
+		if (r->kind == OPT_FLAG) {
+			if (a[n] == 0)
+				return 1;
+			continue;
+		}
+		if (a[n] == '=' && name[1] == '-') {
+			*val = a + n + 1;
+			return 1;
+		}
+		if (a[n] != 0)
+			continue;
+		if (*i + 1 >= argc) {
+			cmd_usage(cmd, "option '%s' needs a value", name);
+			return -1;
+		}
+		*val = argv[++*i];
+		return 1;
+	}
+	return 0;
+}
+
+static int opt_bad(const char *cmd, const OptSpec *r, const char *v)
+{
+	if (r->bad)
+		return cmd_usage(cmd, r->bad, r->name, v);
+	return cmd_usage(cmd, "%s: expected an integer in %.0f..%.0f, got '%s'", r->name, r->lo, r->hi, v);
+}
+
+static int opt_store(const char *cmd, const OptSpec *r, const char *v, void *args)
+{
+	char *field = (char *)args + r->off;
+	char *end;
+	double q = 0;
+	switch (r->kind) {
+	case OPT_FLAG:
+		*(bool *)field = true;
+		return CMD_OK;
+	case OPT_STRING:
+		*(const char **)field = v;
+		return CMD_OK;
+	case OPT_LIST: {
+		OptList *l = (OptList *)field;
+		l->v = realloc(l->v, (size_t)(l->n + 1) * sizeof *l->v);
+		if (!l->v)
+			wl_die(__FILE__, __LINE__, "out of memory");
+		l->v[l->n++] = v;
+		return CMD_OK;
+	}
+	case OPT_INT: {
+		errno = 0;
+		long x = strtol(v, &end, 10);
+		if (errno || end == v || *end || x < r->lo || x > r->hi)
+			return opt_bad(cmd, r, v);
+		*(long *)field = x;
+		return CMD_OK;
+	}
+	case OPT_REAL:
+		q = strtod(v, &end);
+		if (end == v || *end || !isfinite(q) || q > r->hi || (r->lo_open ? !(q > r->lo) : !(q >= r->lo)))
+			return opt_bad(cmd, r, v);
+		break;
+	case OPT_SIZE:
+	case OPT_FREQ:
+	case OPT_BANDWIDTH: {
+		const char *unit = r->kind == OPT_SIZE ? "B" : r->kind == OPT_FREQ ? "Hz" : "Bps";
+		if (opt_quantity(v, unit, r->kind == OPT_SIZE, &q) || q < r->lo || q > r->hi)
+			return opt_bad(cmd, r, v);
+		break;
+	}
+	}
+	*(double *)field = q;
+	return CMD_OK;
+}
+
+int opt_parse(const char *cmd, const OptSpec *spec, int argc, char **argv, void *args,
+              const char **pos, const char *pos_what, bool *seen)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = NULL;
+		int k = 0, r = 0;
+		for (; spec[k].name; k++)
+			if ((r = opt_match(cmd, &spec[k], argc, argv, &i, &v)) != 0)
+				break;
+		if (r < 0)
+			return CMD_USAGE;
+		if (r > 0) {
+			if (opt_store(cmd, &spec[k], v, args) != CMD_OK)
+				return CMD_USAGE;
+			if (seen)
+				seen[k] = true;
+			continue;
+		}
+		if (a[0] == '-' && a[1] != 0)
+			return cmd_usage(cmd, "unknown option '%s'", a);
+		if (*pos)
+			return cmd_usage(cmd, "more than one %s given ('%s')", pos_what, a);
+		*pos = a;
+	}
+	return CMD_OK;
+}
+
+void opt_free_lists(const OptSpec *spec, void *args)
+{
+	for (int k = 0; spec[k].name; k++)
+		if (spec[k].kind == OPT_LIST) {
+			OptList *l = (OptList *)((char *)args + spec[k].off);
+			free(l->v);
+			*l = (OptList){0};
+		}
+}
+
+int cmd_bindings(const char *cmd, const char *opt, const OptList *l, const char *dup_fmt, Binding **out)
+{
+	Binding *b = calloc((size_t)l->n + 1, sizeof *b);
+	if (!b)
 		wl_die(__FILE__, __LINE__, "out of memory");
-	*file = eq + 1;
-	return true;
+	*out = b;
+	for (int i = 0; i < l->n; i++) {
+		const char *arg = l->v[i], *eq = strchr(arg, '=');
+		if (!eq || eq == arg || !eq[1])
+			return cmd_usage(cmd, "%s '%s': expected NAME=FILE.npy", opt, arg);
+		b[i].name = strndup(arg, (size_t)(eq - arg));
+		if (!b[i].name)
+			wl_die(__FILE__, __LINE__, "out of memory");
+		b[i].file = eq + 1;
+		for (int k = 0; k < i; k++)
+			if (strcmp(b[k].name, b[i].name) == 0)
+				return cmd_usage(cmd, dup_fmt, b[i].name);
+	}
+	return CMD_OK;
+}
+
+void cmd_bindings_free(Binding *b, int n)
+{
+	for (int i = 0; b && i < n; i++)
+		free(b[i].name);
+	free(b);
 }
 
 int cmd_default_threads(void)

@@ -34,6 +34,11 @@ int remove_tree(const char *path);
 /* SHA-256 (hex, 64 chars + NUL). */
 void sha256_hex(const void *data, size_t len, char out[65]);
 
+/* CLOCK_MONOTONIC in milliseconds (timings and progress). */
+double wl_now_ms(void);
+/* s ends with suf. */
+bool str_ends_with(const char *s, const char *suf);
+
 /* Folder part of a path ("." if none); malloc'ed. */
 char *path_dirname(const char *path);
 

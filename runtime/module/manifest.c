@@ -10,13 +10,6 @@ struct Manifest {
 	double t_start_ms;
 };
 
-static double mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static const char *io_dtype(int dt)
 {
 	switch (dt) {
@@ -88,7 +81,7 @@ int manifest_new(Module *m, const ManifestInfo *o, Manifest **out, Diag *d)
 			return WL_ERR;
 
 	Manifest *mf = calloc(1, sizeof *mf);
-	mf->t_start_ms = o->t_start_ms > 0 ? o->t_start_ms : mono_ms();
+	mf->t_start_ms = o->t_start_ms > 0 ? o->t_start_ms : wl_now_ms();
 	cJSON *r = mf->root = cJSON_CreateObject();
 	cJSON_AddStringToObject(r, "format", "wlower-module");
 	cJSON_AddNumberToObject(r, "version", 1);
@@ -185,7 +178,7 @@ void manifest_free(Manifest *mf)
 
 int manifest_write(Manifest *mf, const char *dir, Diag *d)
 {
-	cJSON_AddNumberToObject(mf->root, "compile_ms", (double)(long)(mono_ms() - mf->t_start_ms));
+	cJSON_AddNumberToObject(mf->root, "compile_ms", (double)(long)(wl_now_ms() - mf->t_start_ms));
 	char path[4096];
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
 	int rc = json_write_atomic(path, mf->root, d);

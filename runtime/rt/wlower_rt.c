@@ -660,13 +660,6 @@ int wl_bind_input(WlModule *m, const char *name, const void *data, int dtype, in
 	return 0;
 }
 
-static double mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 int wl_run(WlModule *m)
 {
 	reset_err(m);
@@ -688,9 +681,9 @@ int wl_run(WlModule *m)
 		m->io[m->nin + i] = m->out[i].buf;
 	if (m->run_kernel) {
 		for (int k = 0; k < m->nkernels; k++) {
-			double t0 = mono_ms();
+			double t0 = wl_now_ms();
 			m->run_kernel(&m->api, k, m->io, m->weights, m->workspace);
-			m->kms[k] += mono_ms() - t0;
+			m->kms[k] += wl_now_ms() - t0;
 		}
 		m->pruns++;
 	} else

@@ -9,6 +9,7 @@
  * construction into initializers with the executor's values.
  */
 #include <check.h>
+#include "check_run.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,10 +262,5 @@ int main(void)
 	tcase_add_test(tc, silu);
 	tcase_add_test(tc, contrib);
 	tcase_add_test(tc, fold_shape_chain);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, tc);
 }

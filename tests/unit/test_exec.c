@@ -6,6 +6,7 @@
  * buffer planner, and the error paths (missing input, wrong dtype/shape,
  * unknown op, bad data). */
 #include <check.h>
+#include "check_run.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1873,10 +1874,5 @@ int main(void)
 	tcase_add_test(tc, planner_dynamic_shapes);
 	tcase_add_test(tc, misaligned_initializer);
 	tcase_add_test(tc, errors);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, tc);
 }

@@ -16,6 +16,7 @@
  * outputs differ, but by less than binary16 rounding allows (2e-3).
  */
 #include <check.h>
+#include "check_run.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,10 +312,5 @@ int main(void)
 	tcase_add_test(tc, test_msa_self);
 	tcase_add_test(tc, test_msa_causal);
 	tcase_add_test(tc, test_msa_scale);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, tc);
 }

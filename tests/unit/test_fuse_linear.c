@@ -8,6 +8,7 @@
  * against Whisper's mel_filters.npz (read with zlib).
  */
 #include <check.h>
+#include "check_run.h"
 #include <math.h>
 #include <sndfile.h>
 #include <stdlib.h>
@@ -489,10 +490,5 @@ int main(void)
 #ifdef HAVE_ZLIB
 	tcase_add_test(tc, mel_filters_npz);
 #endif
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, tc);
 }

@@ -1,6 +1,7 @@
 /* test_ir.c — IR construction, use lists, mutation, verifier, arena, dtypes,
  * op table, pass table resolution. */
 #include <check.h>
+#include "check_run.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -310,10 +311,5 @@ int main(void)
 	tcase_add_test(tc, pass_table_resolution);
 	tcase_add_test(tc, atomic_files);
 	tcase_add_test(tc, diag_one_line);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, tc);
 }

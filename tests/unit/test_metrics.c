@@ -1,6 +1,7 @@
 /* test_metrics.c — rt_metrics: PSNR, max error, rms, tokens, and the
  * mismatch errors, on tensors small enough to work out by hand. */
 #include <check.h>
+#include "check_run.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,10 +87,5 @@ int main(void)
 	tcase_add_test(tc, psnr_and_errors);
 	tcase_add_test(tc, nonfinite_and_mismatch);
 	tcase_add_test(tc, integers);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, tc);
 }

@@ -2,6 +2,7 @@
  * constant-to-initializer, identity-elim, dce, and shape inference op by op,
  * including the bad-input errors. */
 #include <check.h>
+#include "check_run.h"
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1115,10 +1116,5 @@ int main(void)
 	tcase_add_test(tc, si_declared);
 	tcase_add_test(tc, si_if_and_node_api);
 	tcase_add_test(tc, si_transpose_errors);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, tc);
 }

@@ -2,6 +2,7 @@
  * docs/cost-model.md): raw figures per category, tile utilization, shared
  * external bandwidth, DMA overlap, slowest core, totals. */
 #include <check.h>
+#include "check_run.h"
 #include <math.h>
 #include <string.h>
 #include "targets/chimera/chimera.h"
@@ -119,10 +120,5 @@ int main(void)
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_raw);
 	tcase_add_test(tc, test_overlap_and_totals);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, tc);
 }

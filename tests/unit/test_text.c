@@ -4,6 +4,7 @@
  * names, subgraphs, functions, type comments, elided tensors; errors give
  * WL_ERR and "FILE:LINE:COL: ..."; a seeded mutation loop never crashes. */
 #include <check.h>
+#include "check_run.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -866,10 +867,5 @@ int main(void)
 	tcase_add_test(tc, errors_name_file_line_col);
 	tcase_add_test(tc, deep_nesting_is_an_error);
 	tcase_add_test(tc, mutation_fuzz_never_crashes);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, tc);
 }

@@ -3,6 +3,7 @@
  * malformed file: bad JSON (with line:col), wrong format or version, missing
  * or non-numeric bounds, min > max, a tensor listed twice, a missing tensor. */
 #include <check.h>
+#include "check_run.h"
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,10 +173,5 @@ int main(void)
 	tcase_add_test(tc, require_names_tensor);
 	tcase_add_test(tc, errors);
 	tcase_add_test(tc, missing_file);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, tc);
 }

@@ -196,13 +196,6 @@ static int wait_child(pid_t pid)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* First line of the log mentioning "error" (or the first line), in buf. */
 static void first_error(const char *log, char *buf, size_t n)
 {
@@ -353,7 +346,7 @@ int sim_build(const char *dir, bool quiet, char **exe, Diag *d)
 	largv[la++] = tmp_exe;
 	largv[la] = NULL;
 
-	double t0 = now_s();
+	double t0 = (wl_now_ms() / 1e3);
 	int rerr = 0;
 	bool need_runner = access(runner_obj, R_OK) != 0;
 	pid_t rpid = need_runner ? spawn_logged(rargv, runner_log, &rerr) : 0;
@@ -370,7 +363,7 @@ int sim_build(const char *dir, bool quiet, char **exe, Diag *d)
 		pid_t lpid = spawn_logged(largv, link_log, &err);
 		st = lpid < 0 ? -1 : wait_child(lpid);
 	}
-	double dt = now_s() - t0;
+	double dt = (wl_now_ms() / 1e3) - t0;
 	if (tty)
 		fprintf(stderr, "\r");
 	if (rst != 0 || st != 0) {

@@ -506,7 +506,7 @@ static char *out_file(const char *dir, const char *name)
 	return p;
 }
 
-static int compare_output(const char *outdir, const Bind *b, SimCompare *c, Diag *d)
+static int compare_output(const char *outdir, const SimBind *b, SimCompare *c, Diag *d)
 {
 	char *got_path = out_file(outdir, b->name);
 	RTensor ref = {0}, got = {0};

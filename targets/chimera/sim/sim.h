@@ -13,11 +13,11 @@
 #include "targets/chimera/chimera.h"
 
 /* The options of `wlower sim` (compiler/driver/cmd_sim.c parses them). */
-typedef struct Bind { char *name; const char *file; } Bind;
+typedef struct SimBind { char *name; const char *file; } SimBind;
 typedef struct SimArgs {
 	const char *dir, *outdir;
-	Bind *in; int nin;
-	Bind *cmp; int ncmp;
+	SimBind *in; int nin;
+	SimBind *cmp; int ncmp;
 	bool quiet, cost_only, calibrate;
 } SimArgs;
 /* Everything after the options: checks, build, run, counters, cost model,
