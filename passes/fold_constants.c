@@ -26,7 +26,7 @@
  *     least one output is read;
  *   - every output has at most FOLD_MAX_ELEMS (1M) elements (checked from the
  *     declared type when known, and again on the computed result).
- * Evaluation uses the reference executor (runtime/rt.h) on a temporary
+ * Evaluation uses the reference executor (runtime/interp/interp.h) on a temporary
  * one-node module whose initializers point at the main module's bytes, so
  * folding means exactly what `wlower run` means. A node without a reference
  * kernel, or whose kernel fails, is left alone (never an error: the graph

@@ -1,6 +1,6 @@
 /* module_abi.h — the ABI between a host module.so and the runtime, without
  * LLVM headers: included by targets/host/hostgen.h (the code generator) and
- * runtime/wlower_rt.c (the loader). Details in hostgen.h's header comment. */
+ * runtime/rt/wlower_rt.c (the loader). Details in hostgen.h's header comment. */
 #ifndef WLOWER_MODULE_ABI_H
 #define WLOWER_MODULE_ABI_H
 

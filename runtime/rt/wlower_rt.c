@@ -1,11 +1,11 @@
 /* wlower_rt.c — the host module runtime (public interface: wlower_rt.h).
  *
- * wl_open reads DIR/manifest.json (targets/manifest.c: manifest_read checks
+ * wl_open reads DIR/manifest.json (runtime/module/manifest.c: manifest_read checks
  * format and version) and validates every key used here, dlopens
  * DIR/module.so (RTLD_LOCAL | RTLD_NOW) and checks its ABI, maps
  * DIR/weights.bin (size checked against the manifest's "files" entry),
  * allocates the workspace and the output buffers (64-byte aligned) and
- * starts the thread pool (runtime/threadpool.c). wl_run fills the io array
+ * starts the thread pool (runtime/interp/threadpool.c). wl_run fills the io array
  * and calls wl_module_run: no allocation.
  *
  * Module ABI (targets/host/hostgen.h, which pulls in LLVM headers, so the
@@ -34,7 +34,7 @@
 #include "runtime/interp/interp.h"
 #include "targets/target.h"
 
-/* ---- the module ABI (targets/host/module_abi.h) ---- */
+/* ---- the module ABI (runtime/module/module_abi.h) ---- */
 #include "runtime/module/module_abi.h"
 typedef int32_t (*AbiFn)(void);
 typedef void (*RunFn)(const WlHostApi *api, void *const *io, const uint8_t *weights, uint8_t *workspace);

@@ -5,7 +5,7 @@
  *   ch_alloc   (alloc.c)    weights.bin layout, OCM/DDR buffers, DMA, spills
  *   ch_tile    (lower.c)    core split, tiling, per-core counts
  *   ch_emit    (emit_cpp.c) module.cpp, weights.bin, schedule.json
- *   manifest   (targets/manifest.c) + hardware and program extras
+ *   manifest   (runtime/module/manifest.c) + hardware and program extras
  */
 #include <stdlib.h>
 #include <string.h>

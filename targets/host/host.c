@@ -269,7 +269,7 @@ static void emit_call(HostGen *g, Plan *p, const Node *n, int idx, LLVMValueRef 
 	LLVMBuildCall2(g->b, g->t_kernel, fn, ca, 2, "");
 }
 
-/* Per-kernel entry points for WLOWER_PROFILE=1 (runtime/wlower_rt.c):
+/* Per-kernel entry points for WLOWER_PROFILE=1 (runtime/rt/wlower_rt.c):
  *   int32_t wl_module_kernel_count(void);
  *   const char *wl_module_kernel_name(int32_t i);    "NODE (OpType)", NULL out of range
  *   void wl_module_run_kernel(api, int32_t i, io, weights, workspace);

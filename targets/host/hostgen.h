@@ -8,7 +8,7 @@
  *   kgen_*.c      one file per kernel family; each registers in the op table
  *                 hg_kernels.c: op → {emit, scratch}
  *
- * Module ABI (what module.so exports; the runtime, runtime/wlower_rt.c, calls it):
+ * Module ABI (what module.so exports; the runtime, runtime/rt/wlower_rt.c, calls it):
  *
  *   int32_t wl_module_abi(void);                    returns WL_MODULE_ABI (1)
  *   void wl_module_run(const WlHostApi *api, void *const *io,

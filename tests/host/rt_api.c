@@ -1,4 +1,4 @@
-/* rt_api.c — the public runtime library (libwlower_rt, runtime/wlower_rt.h)
+/* rt_api.c — the public runtime library (libwlower_rt, runtime/rt/wlower_rt.h)
  * used on its own, as an application would: `rt_api DIR` on the fixture
  * module of tests/host/test_run_dir.py (input x float32[2,3]; outputs y and
  * "s:sum"). Prints what it sees; the test compares. Exit 0 if every call

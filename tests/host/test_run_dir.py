@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""test_run_dir.py — `wlower run DIR` (runtime/wlower_rt.c) on good and malformed
+"""test_run_dir.py — `wlower run DIR` (runtime/rt/wlower_rt.c) on good and malformed
 module directories.
 
     test_run_dir.py WLOWER WORKDIR [--cc CC] [--rt-api RT_API]
