@@ -1,9 +1,17 @@
-/* check_run.h — the end of every unit test's main(): add the test case to
- * the suite, run it, exit status from the failures. */
+/* check_run.h — the body of every unit test's main(): add the tests to the
+ * test case, the test case to the suite, run it, exit status from the
+ * failures. */
 #ifndef WLOWER_CHECK_RUN_H
 #define WLOWER_CHECK_RUN_H
 #include <check.h>
 #include <stdlib.h>
+
+/* Adds the tests of a NULL-terminated list to tc. */
+static inline void check_add(TCase *tc, const TTest *const *tests)
+{
+	for (int i = 0; tests[i]; i++)
+		tcase_add_test(tc, tests[i]);
+}
 
 static inline int check_run(Suite *s, TCase *tc)
 {

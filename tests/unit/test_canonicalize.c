@@ -255,12 +255,8 @@ int main(void)
 {
 	Suite *s = suite_create("canonicalize");
 	TCase *tc = tcase_create("forms");
-	tcase_add_test(tc, gelu_erf);
-	tcase_add_test(tc, gelu_tanh);
-	tcase_add_test(tc, layernorm);
-	tcase_add_test(tc, rmsnorm);
-	tcase_add_test(tc, silu);
-	tcase_add_test(tc, contrib);
-	tcase_add_test(tc, fold_shape_chain);
+	check_add(tc, (const TTest *const[]){
+		gelu_erf, gelu_tanh, layernorm, rmsnorm, silu, contrib, fold_shape_chain, NULL
+	});
 	return check_run(s, tc);
 }

@@ -1851,28 +1851,13 @@ int main(void)
 	Suite *s = suite_create("exec");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, npy_roundtrip);
-	tcase_add_test(tc, npy_versions_and_errors);
-	tcase_add_test(tc, pb_tensor_files);
-	tcase_add_test(tc, half_rounding);
-	tcase_add_test(tc, half_elementwise);
-	tcase_add_test(tc, broadcast_binary);
-	tcase_add_test(tc, unary_and_ints);
-	tcase_add_test(tc, reduce_softmax_axes);
-	tcase_add_test(tc, matmul_small_and_batched);
-	tcase_add_test(tc, matmul_blocked_edges);
-	tcase_add_test(tc, gemm_variants);
-	tcase_add_test(tc, conv_1d_2d);
-	tcase_add_test(tc, matmulnbits_vs_dequant);
-	tcase_add_test(tc, thread_pool);
-	tcase_add_test(tc, threads_bit_identical);
-	tcase_add_test(tc, layernorm_family);
-	tcase_add_test(tc, rotary_embedding);
-	tcase_add_test(tc, group_query_attention);
-	tcase_add_test(tc, multi_head_attention);
-	tcase_add_test(tc, shape_ops);
-	tcase_add_test(tc, planner_dynamic_shapes);
-	tcase_add_test(tc, misaligned_initializer);
-	tcase_add_test(tc, errors);
+	check_add(tc, (const TTest *const[]){
+		npy_roundtrip, npy_versions_and_errors, pb_tensor_files, half_rounding,
+		half_elementwise, broadcast_binary, unary_and_ints, reduce_softmax_axes,
+		matmul_small_and_batched, matmul_blocked_edges, gemm_variants, conv_1d_2d,
+		matmulnbits_vs_dequant, thread_pool, threads_bit_identical, layernorm_family,
+		rotary_embedding, group_query_attention, multi_head_attention, shape_ops,
+		planner_dynamic_shapes, misaligned_initializer, errors, NULL
+	});
 	return check_run(s, tc);
 }

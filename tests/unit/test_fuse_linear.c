@@ -481,12 +481,10 @@ int main(void)
 	Suite *s = suite_create("fuse_linear");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, matmul_float_qkv);
-	tcase_add_test(tc, matmul_nbits4_qkv);
-	tcase_add_test(tc, conv_stem);
-	tcase_add_test(tc, greedy_argmax);
-	tcase_add_test(tc, log_mel_jfk);
-	tcase_add_test(tc, log_mel_pass);
+	check_add(tc, (const TTest *const[]){
+		matmul_float_qkv, matmul_nbits4_qkv, conv_stem, greedy_argmax, log_mel_jfk,
+		log_mel_pass, NULL
+	});
 #ifdef HAVE_ZLIB
 	tcase_add_test(tc, mel_filters_npz);
 #endif

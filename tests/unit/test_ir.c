@@ -299,17 +299,11 @@ int main(void)
 {
 	Suite *s = suite_create("ir");
 	TCase *tc = tcase_create("core");
-	tcase_add_test(tc, build_and_verify);
-	tcase_add_test(tc, replace_and_remove);
-	tcase_add_test(tc, verifier_catches_use_before_def);
-	tcase_add_test(tc, verifier_catches_undefined_output_and_arity);
-	tcase_add_test(tc, unique_names_and_scopes);
-	tcase_add_test(tc, attributes);
-	tcase_add_test(tc, dtypes_and_ops);
-	tcase_add_test(tc, int4_and_half_reads);
-	tcase_add_test(tc, arena_big_and_small);
-	tcase_add_test(tc, pass_table_resolution);
-	tcase_add_test(tc, atomic_files);
-	tcase_add_test(tc, diag_one_line);
+	check_add(tc, (const TTest *const[]){
+		build_and_verify, replace_and_remove, verifier_catches_use_before_def,
+		verifier_catches_undefined_output_and_arity, unique_names_and_scopes, attributes,
+		dtypes_and_ops, int4_and_half_reads, arena_big_and_small, pass_table_resolution,
+		atomic_files, diag_one_line, NULL
+	});
 	return check_run(s, tc);
 }

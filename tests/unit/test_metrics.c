@@ -84,8 +84,8 @@ int main(void)
 {
 	Suite *s = suite_create("metrics");
 	TCase *tc = tcase_create("metrics");
-	tcase_add_test(tc, psnr_and_errors);
-	tcase_add_test(tc, nonfinite_and_mismatch);
-	tcase_add_test(tc, integers);
+	check_add(tc, (const TTest *const[]){
+		psnr_and_errors, nonfinite_and_mismatch, integers, NULL
+	});
 	return check_run(s, tc);
 }

@@ -1084,37 +1084,14 @@ int main(void)
 {
 	Suite *s = suite_create("passes");
 	TCase *tc = tcase_create("passes");
-	tcase_add_test(tc, c2i_forms);
-	tcase_add_test(tc, c2i_subgraph);
-	tcase_add_test(tc, ie_basic);
-	tcase_add_test(tc, ie_kept);
-	tcase_add_test(tc, ie_dropout_and_subgraph);
-	tcase_add_test(tc, dce_basic);
-	tcase_add_test(tc, dce_subgraphs);
-	tcase_add_test(tc, si_elementwise);
-	tcase_add_test(tc, si_broadcast_symbolic);
-	tcase_add_test(tc, si_broadcast_error);
-	tcase_add_test(tc, si_type_error);
-	tcase_add_test(tc, si_matmul);
-	tcase_add_test(tc, si_matmul_error);
-	tcase_add_test(tc, si_gemm);
-	tcase_add_test(tc, si_conv);
-	tcase_add_test(tc, si_conv_errors);
-	tcase_add_test(tc, si_reduce);
-	tcase_add_test(tc, si_reshape_chain);
-	tcase_add_test(tc, si_reshape_forms);
-	tcase_add_test(tc, si_reshape_error);
-	tcase_add_test(tc, si_gather_concat);
-	tcase_add_test(tc, si_gather_concat_errors);
-	tcase_add_test(tc, si_slice);
-	tcase_add_test(tc, si_split_squeeze);
-	tcase_add_test(tc, si_split_errors);
-	tcase_add_test(tc, si_shape_ops);
-	tcase_add_test(tc, si_expand_where_pattern);
-	tcase_add_test(tc, si_norms);
-	tcase_add_test(tc, si_contrib);
-	tcase_add_test(tc, si_declared);
-	tcase_add_test(tc, si_if_and_node_api);
-	tcase_add_test(tc, si_transpose_errors);
+	check_add(tc, (const TTest *const[]){
+		c2i_forms, c2i_subgraph, ie_basic, ie_kept, ie_dropout_and_subgraph, dce_basic,
+		dce_subgraphs, si_elementwise, si_broadcast_symbolic, si_broadcast_error, si_type_error,
+		si_matmul, si_matmul_error, si_gemm, si_conv, si_conv_errors, si_reduce,
+		si_reshape_chain, si_reshape_forms, si_reshape_error, si_gather_concat,
+		si_gather_concat_errors, si_slice, si_split_squeeze, si_split_errors, si_shape_ops,
+		si_expand_where_pattern, si_norms, si_contrib, si_declared, si_if_and_node_api,
+		si_transpose_errors, NULL
+	});
 	return check_run(s, tc);
 }

@@ -117,8 +117,8 @@ int main(void)
 {
 	Suite *s = suite_create("sim_cost");
 	TCase *tc = tcase_create("cost");
-	tcase_add_test(tc, test_names);
-	tcase_add_test(tc, test_raw);
-	tcase_add_test(tc, test_overlap_and_totals);
+	check_add(tc, (const TTest *const[]){
+		test_names, test_raw, test_overlap_and_totals, NULL
+	});
 	return check_run(s, tc);
 }

@@ -851,21 +851,13 @@ int main(void)
 {
 	Suite *s = suite_create("text");
 	TCase *tc = tcase_create("core");
-	tcase_add_test(tc, syntax_md_example);
-	tcase_add_test(tc, header_fields_and_layout);
-	tcase_add_test(tc, value_infos_printed);
-	tcase_add_test(tc, every_attribute_kind);
-	tcase_add_test(tc, function_with_attribute_refs);
-	tcase_add_test(tc, every_dtype_bit_exact);
-	tcase_add_test(tc, dtype_literals);
-	tcase_add_test(tc, float_printing);
-	tcase_add_test(tc, names_with_punctuation);
-	tcase_add_test(tc, quoted_names_and_empty_optionals);
-	tcase_add_test(tc, type_comments_for_types_onnx_112_cannot_read);
-	tcase_add_test(tc, large_initializers_elided);
-	tcase_add_test(tc, print_and_parse_files);
-	tcase_add_test(tc, errors_name_file_line_col);
-	tcase_add_test(tc, deep_nesting_is_an_error);
-	tcase_add_test(tc, mutation_fuzz_never_crashes);
+	check_add(tc, (const TTest *const[]){
+		syntax_md_example, header_fields_and_layout, value_infos_printed, every_attribute_kind,
+		function_with_attribute_refs, every_dtype_bit_exact, dtype_literals, float_printing,
+		names_with_punctuation, quoted_names_and_empty_optionals,
+		type_comments_for_types_onnx_112_cannot_read, large_initializers_elided,
+		print_and_parse_files, errors_name_file_line_col, deep_nesting_is_an_error,
+		mutation_fuzz_never_crashes, NULL
+	});
 	return check_run(s, tc);
 }

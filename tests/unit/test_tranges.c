@@ -168,10 +168,8 @@ int main(void)
 	Suite *s = suite_create("tranges");
 	TCase *tc = tcase_create("tranges");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, round_trip);
-	tcase_add_test(tc, many_tensors);
-	tcase_add_test(tc, require_names_tensor);
-	tcase_add_test(tc, errors);
-	tcase_add_test(tc, missing_file);
+	check_add(tc, (const TTest *const[]){
+		round_trip, many_tensors, require_names_tensor, errors, missing_file, NULL
+	});
 	return check_run(s, tc);
 }
