@@ -262,7 +262,7 @@ static int compile_target(Options *o, TargetKind kind)
 	if (rc == WL_OK) {
 		rc = chimera ? chimera_compile(m, &to, tmp, &d) : host_compile(m, &to, tmp, &d);
 		if (rc == WL_OK)
-			rc = outdir_commit(tmp, o->out, &d);
+			rc = outdir_commit(tmp, o->out, module_dir_replaceable, &d);
 		if (rc != WL_OK)
 			outdir_abort(tmp);
 	}

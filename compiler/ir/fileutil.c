@@ -180,31 +180,28 @@ int outdir_begin(const char *path, char **tmp, Diag *d)
 	return WL_OK;
 }
 
-static bool dir_is_replaceable(const char *path)
+static bool dir_is_empty(const char *path)
 {
 	DIR *dir = opendir(path);
 	if (!dir)
 		return false;
-	bool manifest = false, empty = true;
+	bool empty = true;
 	struct dirent *e;
-	while ((e = readdir(dir))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		empty = false;
-		if (!strcmp(e->d_name, "manifest.json"))
-			manifest = true;
-	}
+	while (empty && (e = readdir(dir)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
 	closedir(dir);
-	return manifest || empty;
+	return empty;
 }
 
-int outdir_commit(const char *tmp, const char *path, Diag *d)
+int outdir_commit(const char *tmp, const char *path, OutdirCheck replaceable, Diag *d)
 {
 	struct stat st;
 	if (lstat(path, &st) == 0) {
-		if (!S_ISDIR(st.st_mode) || !dir_is_replaceable(path))
-			return diag_fail(d, "%s: exists and is not a wlower module directory (no manifest.json); "
-			                 "not replacing it", path);
+		char why[512] = "not a folder";
+		if (!S_ISDIR(st.st_mode) ||
+		    (!dir_is_empty(path) && !(replaceable && replaceable(path, why, sizeof why))))
+			return diag_fail(d, "%s: exists and is not a complete wlower module directory (%s); "
+			                 "not replacing it", path, replaceable || !S_ISDIR(st.st_mode) ? why : "not empty");
 		if (remove_tree(path) != 0)
 			return diag_fail(d, "%s: cannot remove the old module directory: %s", path, strerror(errno));
 	}

@@ -20,11 +20,13 @@ void atomic_abort(AtomicFile *af);
 
 /* Atomic output directory: outdir_begin creates "<path>.tmp.XXXXXX" next to
  * path and returns it (malloc'ed) in *tmp; outdir_commit replaces path by it
- * (an existing path must be a directory holding a manifest.json, or empty —
- * it is removed; anything else is an error, so a wrong -o cannot delete a
- * user's folder); outdir_abort removes the temporary tree. */
+ * and outdir_abort removes the temporary tree. An existing path is replaced
+ * only when it is an empty folder or `replaceable` says yes (a complete
+ * module directory made by wlower: runtime/module's module_dir_replaceable),
+ * so a wrong -o cannot delete a user's files; `why` says why not. */
+typedef bool (*OutdirCheck)(const char *dir, char *why, size_t n);
 int outdir_begin(const char *path, char **tmp, Diag *d);
-int outdir_commit(const char *tmp, const char *path, Diag *d);
+int outdir_commit(const char *tmp, const char *path, OutdirCheck replaceable, Diag *d);
 void outdir_abort(const char *tmp);
 /* mkdir -p; an existing folder is fine, an existing non-folder an error. */
 int mkdir_p(const char *dir, Diag *d);

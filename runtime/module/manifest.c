@@ -1,7 +1,9 @@
 /* manifest.c — manifest.json of a module directory (module.h has the schema),
  * common to every target; read back by the runtime and the simulator. */
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include "module.h"
 
@@ -239,4 +241,44 @@ int manifest_read(const char *dir, cJSON **out, Diag *d)
 	}
 	*out = r;
 	return WL_OK;
+}
+
+bool module_dir_replaceable(const char *dir, char *why, size_t n)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	cJSON *r = NULL;
+	Diag d = {0};
+	if (json_read_file(path, &r, &d) != WL_OK) {
+		snprintf(why, n, "%s", d.msg);
+		return false;
+	}
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(r, "format");
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(r, "files");
+	bool ok = cJSON_IsString(fmt) && strcmp(fmt->valuestring, "wlower-module") == 0 && cJSON_IsArray(files);
+	if (!ok)
+		snprintf(why, n, "%s is not a wlower module manifest", path);
+	DIR *dd = ok ? opendir(dir) : NULL;
+	struct dirent *e;
+	while (ok && dd && (e = readdir(dd))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "manifest.json"))
+			continue;
+		bool listed = false;
+		const cJSON *f;
+		cJSON_ArrayForEach(f, files) {
+			const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name");
+			listed |= cJSON_IsString(nm) && strcmp(nm->valuestring, e->d_name) == 0;
+		}
+		char p[8192];
+		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+		struct stat st;
+		if (!listed || lstat(p, &st) != 0 || !S_ISREG(st.st_mode)) {
+			snprintf(why, n, "it holds '%s', which its manifest does not list", e->d_name);
+			ok = false;
+		}
+	}
+	if (dd)
+		closedir(dd);
+	cJSON_Delete(r);
+	return ok;
 }

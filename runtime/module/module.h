@@ -60,6 +60,11 @@ cJSON *manifest_io(const Value *v);
 int json_write_atomic(const char *path, const cJSON *root, Diag *d);
 int json_read_file(const char *path, cJSON **out, Diag *d);
 
+/* outdir_commit's check (compiler/ir/fileutil.h): DIR is a complete module
+ * directory made by wlower — a manifest.json of format wlower-module, and
+ * every other entry a regular file its "files" list names. */
+bool module_dir_replaceable(const char *dir, char *why, size_t n);
+
 /* Reading (runtime, sim): parses DIR/manifest.json, checks format/version.
  * Errors name the file and key ("out/manifest.json: programs[0].inputs[1]: missing 'shape'"). */
 int manifest_read(const char *dir, cJSON **out, Diag *d);
