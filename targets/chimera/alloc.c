@@ -7,14 +7,15 @@
  * Every other activation lives in OCM from its producing kernel to its last
  * reader, unless it does not fit: then it is spilled, i.e. lives in the DDR
  * arena (a note on stderr, "spills" in schedule.json). Constants are blobs
- * of weights.bin (kernels.c packs them), each 64-byte aligned, in kernel
+ * of weights.bin (the op's kernel in ops/ packs them), each 64-byte aligned, in kernel
  * order then blob order.
  *
  * Allocation is first-fit over the OCM address space, walking the kernels
  * in order (64-byte aligned blocks). For kernel i, in this order:
  *   1. its weight blobs are staged DDR→OCM just before the call and freed
  *      after it (a blob that does not fit is read in place from weights.bin;
- *      so is a Gather's table, of which only the gathered rows are read);
+ *      so is the table of an op whose row `gathers` (Gather), of which only
+ *      the gathered rows are read);
  *   2. each input homed in DDR (module input, spilled value) is filled
  *      DDR→OCM into a buffer freed after the call (or read in place); a
  *      module input read by later kernels too is filled once into a block
@@ -23,7 +24,7 @@
  *      copied OCM→DDR after the call (or written in place in DDR); any other
  *      output gets its OCM block for its whole lifetime, or is spilled and
  *      written in place in DDR (its readers fill it back, step 2);
- *   4. its scratch (kernels.c scratch_bytes), freed after the call; DDR if it
+ *   4. its scratch (the kernel info's scratch_bytes), freed after the call; DDR if it
  *      does not fit;
  * then the blocks of values whose last reader is i are freed. The DDR arena
  * is a bump allocator (module IO first, in graph input/output order, then
@@ -166,7 +167,7 @@ int ch_alloc(ChModule *cm, Diag *d)
 			const char *name = dup ? arena_printf(cm->a, "%s#%s.%d", nn, role, b)
 			                       : arena_printf(cm->a, "%s#%s", nn, role);
 			/* a table (Gather) is never staged: only the gathered rows are read */
-			bool gather = !strcmp(n->op_type, "Gather");
+			bool gather = k->op->gathers;
 			if (bl->len > 0 && !gather && ocm_alloc(&o, bl->len, &off)) {
 				WL_ASSERT(nlocal < 64);
 				local[nlocal++] = off;
