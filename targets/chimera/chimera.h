@@ -252,6 +252,10 @@ int ch_emit(ChModule *cm, const char *dir, Diag *d);
 /* emit_cpp.c: the "config" object of schedule.json (also manifest "hardware"). */
 cJSON *ch_config_json(const ChimeraConfig *cfg);
 void ch_free(ChModule *cm);
+/* lower.c: "domain.op_type" (op_type alone in the default domain), and the
+ * node's name or else its first output's (for messages, comments, tables). */
+const char *ch_op_name(Arena *a, const Node *n);
+const char *ch_node_label(const Node *n);
 /* Element format label for comments: "Q27", "fp16", "f32", "i64", "i32". */
 const char *ch_fmt_label(const Value *v, char buf[16]);
 /* ccl::Fmt number of a value: 0..31, -1 F32, -2 FP16, -3 I32, -4 I64. */

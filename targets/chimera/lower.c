@@ -48,14 +48,14 @@
 #include <string.h>
 #include "chimera.h"
 
-static const char *op_full(Arena *a, const Node *n)
+const char *ch_op_name(Arena *a, const Node *n)
 {
 	if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
 		return arena_printf(a, "%s.%s", n->domain, n->op_type);
 	return n->op_type;
 }
 
-static const char *node_label(const Node *n)
+const char *ch_node_label(const Node *n)
 {
 	return n->name && *n->name ? n->name : (n->noutputs > 0 && n->outputs[0] ? n->outputs[0]->name : "?");
 }
@@ -94,7 +94,7 @@ static int elem_bytes(const Value *v)
 /* Checks one activation value (not an initializer) used or produced by n. */
 static int check_value(ChModule *cm, const Node *n, const Value *v, Diag *d)
 {
-	const char *model = cm->o->model_path, *op = op_full(cm->a, n), *nn = node_label(n);
+	const char *model = cm->o->model_path, *op = ch_op_name(cm->a, n), *nn = ch_node_label(n);
 	if (v->type.kind != TY_TENSOR || !v->type.has_shape)
 		return diag_fail(d, "%s: node '%s': op '%s': tensor '%s': no static shape (the chimera targets need static shapes)",
 		                 model, nn, op, v->name);
@@ -167,14 +167,14 @@ int ch_lower(ChModule *cm, Diag *d)
 		const ChOp *op = chimera_op(n->op);
 		if (!op)
 			return diag_fail(d, "%s: node '%s': op '%s': tensor '%s': op not supported by the chimera targets",
-			                 model, node_label(n), op_full(cm->a, n),
-			                 n->ninputs > 0 && n->inputs[0] ? n->inputs[0]->name : node_label(n));
+			                 model, ch_node_label(n), ch_op_name(cm->a, n),
+			                 n->ninputs > 0 && n->inputs[0] ? n->inputs[0]->name : ch_node_label(n));
 		if (n->noutputs < 1 || !n->outputs[0])
-			return diag_fail(d, "%s: node '%s': op '%s': no first output", model, node_label(n),
-			                 op_full(cm->a, n));
+			return diag_fail(d, "%s: node '%s': op '%s': no first output", model, ch_node_label(n),
+			                 ch_op_name(cm->a, n));
 		if (n->ninputs > 16 || n->noutputs > 8)
-			return diag_fail(d, "%s: node '%s': op '%s': too many inputs or outputs", model, node_label(n),
-			                 op_full(cm->a, n));
+			return diag_fail(d, "%s: node '%s': op '%s': too many inputs or outputs", model, ch_node_label(n),
+			                 ch_op_name(cm->a, n));
 		for (int j = 0; j < n->ninputs; j++) {
 			Value *v = n->inputs[j];
 			if (!v || v->init)
@@ -185,7 +185,7 @@ int ch_lower(ChModule *cm, Diag *d)
 			ChVal *cv = val_of(cm, v);
 			if (cv->def == -1 && !cv->io_in)
 				return diag_fail(d, "%s: node '%s': tensor '%s': read before it is produced", model,
-				                 node_label(n), v->name);
+				                 ch_node_label(n), v->name);
 			cv->last = ki;
 		}
 		for (int j = 0; j < n->noutputs; j++) {
