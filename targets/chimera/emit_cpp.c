@@ -6,8 +6,8 @@
  *                  weights and filled inputs; the call from ccl_emit_call;
  *                  the DMA of module outputs), then the IO and Kernel tables
  *                  and `extern "C" const ccl::Program wl_program`.
- *   weights.bin    the blobs of kernels.c, in kernel then blob order, each
- *                  at a 64-byte aligned offset (zero padding).
+ *   weights.bin    the blobs of the kernels (ops/), in kernel then blob
+ *                  order, each at a 64-byte aligned offset (zero padding).
  *   schedule.json  the schema in docs/FORMATS.md (kernels in order with
  *                  split, cores, tile, buffers, DMA, per-core counts).
  * Everything is in graph order: two compiles give the same bytes.
@@ -43,6 +43,24 @@ static void shape_str(FILE *f, const Value *v)
 	for (int i = 0; i < v->type.rank; i++)
 		fprintf(f, "%s%lld", i ? "," : "", (long long)v->type.dims[i].value);
 	fputc(']', f);
+}
+
+/* "<head>name [shape] fmt, ..." of the activations among vs (absent values
+ * and initializers skipped); nothing if there are none */
+static void values_comment(FILE *f, const char *head, Value *const *vs, int nv)
+{
+	int n = 0;
+	char fb[16];
+	for (int j = 0; j < nv; j++) {
+		const Value *v = vs[j];
+		if (!v || v->init)
+			continue;
+		fputs(n++ ? ", " : head, f);
+		comment_str(f, v->name);
+		fputc(' ', f);
+		shape_str(f, v);
+		fprintf(f, " %s", ch_fmt_label(v, fb));
+	}
 }
 
 static const char *base_name(Arena *a, const char *path)
@@ -163,32 +181,11 @@ static int write_module_cpp(ChModule *cm, const char *dir, Diag *d)
 	for (int i = 0; i < cm->nk; i++) {
 		ChKernel *k = &cm->k[i];
 		Node *n = k->n;
-		char fb[16];
 		fprintf(f, "\n// k%d ", i);
 		comment_str(f, ch_node_label(n));
 		fprintf(f, ": %s;", ch_op_name(cm->a, n));
-		int nin = 0;
-		for (int j = 0; j < n->ninputs; j++) {
-			Value *v = n->inputs[j];
-			if (!v || v->init)
-				continue;
-			fputs(nin++ ? ", " : " in ", f);
-			comment_str(f, v->name);
-			fputc(' ', f);
-			shape_str(f, v);
-			fprintf(f, " %s", ch_fmt_label(v, fb));
-		}
-		int nout = 0;
-		for (int j = 0; j < n->noutputs; j++) {
-			Value *v = n->outputs[j];
-			if (!v)
-				continue;
-			fputs(nout++ ? ", " : "; out ", f);
-			comment_str(f, v->name);
-			fputc(' ', f);
-			shape_str(f, v);
-			fprintf(f, " %s", ch_fmt_label(v, fb));
-		}
+		values_comment(f, " in ", n->inputs, n->ninputs);
+		values_comment(f, "; out ", n->outputs, n->noutputs);
 		fprintf(f, "; split %s %lld over %d core%s\n", k->split, (long long)k->units, k->ncores,
 		        k->ncores == 1 ? "" : "s");
 		fprintf(f, "static void k%d(ccl::Ctx &c)\n{\n", i);

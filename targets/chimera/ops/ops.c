@@ -12,23 +12,32 @@
 #define KERNEL(cpp, fam) cpp, ck_##fam##_info, ck_##fam##_emit
 
 const ChOp chimera_ops[OP_COUNT_] = {
-	/*                               C++ kernel, info/emit (ops/<family>.c)  tiling (lower.c)  row reductions */
+	/*                               C++ kernel, info/emit                    tiling (lower.c)  row reductions */
+	/* matmul.c */
 	[OP_WlMatMulNBits]         = {KERNEL("linalg::matMulNBits", matmul_nbits),  CH_TILE_MATMUL,    0},
+	/* attention.c */
 	[OP_WlWhisperAttention]    = {KERNEL("nn::whisperAttention", whisper_attn), CH_TILE_ATTENTION, 2},
 	[OP_WlGroupQueryAttention] = {KERNEL("nn::gqa", gqa),                       CH_TILE_GQA,       2},
+	/* norm.c */
 	[OP_LayerNormalization]    = {KERNEL("nn::layerNorm", norm),                CH_TILE_ROWS,      2},
 	[OP_WlRMSNorm]             = {KERNEL("nn::rmsNorm", norm),                  CH_TILE_ROWS,      1},
+	/* elementwise.c: unary */
 	[OP_Gelu]                  = {KERNEL("nn::gelu", unary),                    CH_TILE_ROWS,      0},
 	[OP_WlGelu]                = {KERNEL("nn::gelu", unary),                    CH_TILE_ROWS,      0},
 	[OP_WlSiLU]                = {KERNEL("nn::silu", unary),                    CH_TILE_ROWS,      0},
 	[OP_Cast]                  = {KERNEL("ccl::copy", unary),                   CH_TILE_ROWS,      0},
 	[OP_Identity]              = {KERNEL("ccl::copy", unary),                   CH_TILE_ROWS,      0},
+	/* elementwise.c: binary, broadcasting */
 	[OP_Add]                   = {KERNEL("nn::add", binary),                    CH_TILE_ROWS,      0},
 	[OP_Mul]                   = {KERNEL("nn::mul", binary),                    CH_TILE_ROWS,      0},
+	/* gather.c */
 	[OP_Gather]                = {KERNEL("nn::embedding", embedding),           CH_TILE_GATHER,    0,
 	                              .gathers = true},
+	/* argmax.c */
 	[OP_WlGreedyArgMax]        = {KERNEL("ccl::argmax", argmax),                CH_TILE_ARGMAX,    1},
+	/* conv.c */
 	[OP_WlConvStem]            = {KERNEL("whisper::convStem", conv_stem),       CH_TILE_CONV,      0},
+	/* logmel.c */
 	[OP_WlLogMel]              = {KERNEL("whisper::logMel", logmel),            CH_TILE_LOGMEL,    1},
 };
 
