@@ -12,14 +12,14 @@
  *               constant inputs are packed into blobs and how, MAC/ALU
  *               counts, scratch, the C++ call text) and how lower.c/alloc.c
  *               split, tile and stage it. The kernels by family:
- *                 matmul.c     MatMulNBits
- *                 attention.c  WhisperAttention, GroupQueryAttention
- *                 norm.c       LayerNormalization, RMSNorm
+ *                 matmul.c      MatMulNBits
+ *                 attention.c   WhisperAttention, GroupQueryAttention
+ *                 norm.c        LayerNormalization, RMSNorm
  *                 elementwise.c Gelu, SiLU, Cast/Identity (copy), Add, Mul
- *                 gather.c     Gather (embedding rows)
- *                 argmax.c     GreedyArgMax
- *                 conv.c       ConvStem
- *                 logmel.c     LogMel
+ *                 gather.c      Gather (embedding rows)
+ *                 argmax.c      GreedyArgMax
+ *                 conv.c        ConvStem
+ *                 logmel.c      LogMel
  *               util.c: shared checks, formats and constant packers (ops.h)
  *   sim/        `wlower sim`: build + run module.cpp against ccl/, cost model
  *               (docs/cost-model.md), reports, profiles
