@@ -7,14 +7,15 @@
  * Every other activation lives in OCM from its producing kernel to its last
  * reader, unless it does not fit: then it is spilled, i.e. lives in the DDR
  * arena (a note on stderr, "spills" in schedule.json). Constants are blobs
- * of weights.bin (kernels.c packs them), each 64-byte aligned, in kernel
+ * of weights.bin (the op's kernel in ops/ packs them), each 64-byte aligned, in kernel
  * order then blob order.
  *
  * Allocation is first-fit over the OCM address space, walking the kernels
  * in order (64-byte aligned blocks). For kernel i, in this order:
  *   1. its weight blobs are staged DDR→OCM just before the call and freed
  *      after it (a blob that does not fit is read in place from weights.bin;
- *      so is a Gather's table, of which only the gathered rows are read);
+ *      so is the table of an op whose row `gathers` (Gather), of which only
+ *      the gathered rows are read);
  *   2. each input homed in DDR (module input, spilled value) is filled
  *      DDR→OCM into a buffer freed after the call (or read in place); a
  *      module input read by later kernels too is filled once into a block
@@ -23,7 +24,7 @@
  *      copied OCM→DDR after the call (or written in place in DDR); any other
  *      output gets its OCM block for its whole lifetime, or is spilled and
  *      written in place in DDR (its readers fill it back, step 2);
- *   4. its scratch (kernels.c scratch_bytes), freed after the call; DDR if it
+ *   4. its scratch (the kernel info's scratch_bytes), freed after the call; DDR if it
  *      does not fit;
  * then the blocks of values whose last reader is i are freed. The DDR arena
  * is a bump allocator (module IO first, in graph input/output order, then
@@ -87,17 +88,28 @@ static uint64_t ddr_alloc(ChModule *cm, uint64_t bytes)
 	return off;
 }
 
-static const char *mem_expr(ChModule *cm, int mem, uint64_t off, bool is_const)
+/* The OCM buffers of one call (staged weights, fills, output staging,
+ * scratch), freed after it. */
+typedef struct Local { uint64_t off[64]; int n; } Local;
+
+static bool local_alloc(Ocm *o, Local *l, uint64_t bytes, uint64_t *off)
 {
-	const char *base = mem == CH_MEM_OCM ? "c.ocm" : mem == CH_MEM_DDR ? "c.ddr" : "c.w";
-	(void)is_const;
-	return arena_printf(cm->a, "%s + %llu", base, (unsigned long long)off);
+	if (!ocm_alloc(o, bytes, off))
+		return false;
+	WL_ASSERT(l->n < 64);
+	l->off[l->n++] = *off;
+	return true;
 }
 
-static void add_buf(ChKernel *k, const char *value, const char *role, int mem, uint64_t off, uint64_t bytes)
+/* Records a buffer of the kernel (schedule.json "buffers") and returns its
+ * argument expression: "c.ocm + OFF", "c.ddr + OFF" or "c.w + OFF". */
+static const char *use_buf(ChModule *cm, ChKernel *k, const char *value, const char *role, int mem, uint64_t off,
+                           uint64_t bytes)
 {
 	WL_ASSERT(k->nbuf < CH_MAX_BUFS);
 	k->buf[k->nbuf++] = (ChBuf){value, role, mem, off, bytes};
+	const char *base = mem == CH_MEM_OCM ? "c.ocm" : mem == CH_MEM_DDR ? "c.ddr" : "c.w";
+	return arena_printf(cm->a, "%s + %llu", base, (unsigned long long)off);
 }
 
 static void add_dma(ChKernel *k, int dir, int src_mem, uint64_t src_off, int dst_mem, uint64_t dst_off,
@@ -145,12 +157,11 @@ int ch_alloc(ChModule *cm, Diag *d)
 		cv->off = ddr_alloc(cm, cv->bytes);
 	}
 
-	uint64_t local[64];
 	for (int i = 0; i < cm->nk; i++) {
 		ChKernel *k = &cm->k[i];
 		Node *n = k->n;
-		const char *nn = n->name && *n->name ? n->name : n->noutputs > 0 && n->outputs[0] ? n->outputs[0]->name : "?";
-		int nlocal = 0;
+		const char *nn = ch_node_label(n);
+		Local loc = {.n = 0};
 
 		/* 1. weights */
 		for (int b = 0; b < k->ki.nblobs; b++) {
@@ -166,16 +177,12 @@ int ch_alloc(ChModule *cm, Diag *d)
 			const char *name = dup ? arena_printf(cm->a, "%s#%s.%d", nn, role, b)
 			                       : arena_printf(cm->a, "%s#%s", nn, role);
 			/* a table (Gather) is never staged: only the gathered rows are read */
-			bool gather = !strcmp(n->op_type, "Gather");
-			if (bl->len > 0 && !gather && ocm_alloc(&o, bl->len, &off)) {
-				WL_ASSERT(nlocal < 64);
-				local[nlocal++] = off;
+			bool gather = k->op->gathers;
+			if (bl->len > 0 && !gather && local_alloc(&o, &loc, bl->len, &off)) {
 				add_dma(k, 0, CH_MEM_W, woff, CH_MEM_OCM, off, bl->len, "weights");
-				add_buf(k, name, "weight", CH_MEM_OCM, off, bl->len);
-				k->blob_expr[b] = mem_expr(cm, CH_MEM_OCM, off, true);
+				k->blob_expr[b] = use_buf(cm, k, name, "weight", CH_MEM_OCM, off, bl->len);
 			} else {
-				add_buf(k, name, "weight", CH_MEM_W, woff, bl->len);
-				k->blob_expr[b] = mem_expr(cm, CH_MEM_W, woff, true);
+				k->blob_expr[b] = use_buf(cm, k, name, "weight", CH_MEM_W, woff, bl->len);
 				k->direct_ext_read += gather ? (uint64_t)type_numel(&n->outputs[0]->type) * 4u : bl->len;
 			}
 		}
@@ -196,28 +203,21 @@ int ch_alloc(ChModule *cm, Diag *d)
 			}
 			uint64_t off;
 			if (cv->mem == CH_MEM_OCM) {
-				add_buf(k, v->name, "in", CH_MEM_OCM, cv->off, cv->bytes);
-				k->in_expr[j] = mem_expr(cm, CH_MEM_OCM, cv->off, true);
+				k->in_expr[j] = use_buf(cm, k, v->name, "in", CH_MEM_OCM, cv->off, cv->bytes);
 			} else if (cv->copy) {
-				add_buf(k, v->name, "in", CH_MEM_OCM, cv->copy_off, cv->bytes);
-				k->in_expr[j] = mem_expr(cm, CH_MEM_OCM, cv->copy_off, true);
+				k->in_expr[j] = use_buf(cm, k, v->name, "in", CH_MEM_OCM, cv->copy_off, cv->bytes);
 			} else if (cv->io_in && cv->last > i && ocm_alloc(&o, cv->bytes, &off)) {
 				/* a module input read by several kernels: one fill, kept to its last reader */
 				cv->copy = true;
 				cv->copy_off = off;
 				add_dma(k, 0, CH_MEM_DDR, cv->off, CH_MEM_OCM, off, cv->bytes, "activations");
-				add_buf(k, v->name, "in", CH_MEM_OCM, off, cv->bytes);
-				k->in_expr[j] = mem_expr(cm, CH_MEM_OCM, off, true);
-			} else if (ocm_alloc(&o, cv->bytes, &off)) {
-				WL_ASSERT(nlocal < 64);
-				local[nlocal++] = off;
+				k->in_expr[j] = use_buf(cm, k, v->name, "in", CH_MEM_OCM, off, cv->bytes);
+			} else if (local_alloc(&o, &loc, cv->bytes, &off)) {
 				add_dma(k, 0, CH_MEM_DDR, cv->off, CH_MEM_OCM, off, cv->bytes,
 				        cv->spilled ? "fill" : "activations");
-				add_buf(k, v->name, "in", CH_MEM_OCM, off, cv->bytes);
-				k->in_expr[j] = mem_expr(cm, CH_MEM_OCM, off, true);
+				k->in_expr[j] = use_buf(cm, k, v->name, "in", CH_MEM_OCM, off, cv->bytes);
 			} else {
-				add_buf(k, v->name, "in", CH_MEM_DDR, cv->off, cv->bytes);
-				k->in_expr[j] = mem_expr(cm, CH_MEM_DDR, cv->off, true);
+				k->in_expr[j] = use_buf(cm, k, v->name, "in", CH_MEM_DDR, cv->off, cv->bytes);
 				k->direct_ext_read += cv->bytes;
 			}
 		}
@@ -230,22 +230,17 @@ int ch_alloc(ChModule *cm, Diag *d)
 			ChVal *cv = &cm->vals[v->id];
 			uint64_t off;
 			if (cv->io_out) {
-				if (ocm_alloc(&o, cv->bytes, &off)) {
-					WL_ASSERT(nlocal < 64);
-					local[nlocal++] = off;
+				if (local_alloc(&o, &loc, cv->bytes, &off)) {
 					add_dma(k, 1, CH_MEM_OCM, off, CH_MEM_DDR, cv->off, cv->bytes, "activations");
-					add_buf(k, v->name, "out", CH_MEM_OCM, off, cv->bytes);
-					k->out_expr[j] = mem_expr(cm, CH_MEM_OCM, off, false);
+					k->out_expr[j] = use_buf(cm, k, v->name, "out", CH_MEM_OCM, off, cv->bytes);
 				} else {
-					add_buf(k, v->name, "out", CH_MEM_DDR, cv->off, cv->bytes);
-					k->out_expr[j] = mem_expr(cm, CH_MEM_DDR, cv->off, false);
+					k->out_expr[j] = use_buf(cm, k, v->name, "out", CH_MEM_DDR, cv->off, cv->bytes);
 					k->direct_ext_write += cv->bytes;
 				}
 			} else if (ocm_alloc(&o, cv->bytes, &off)) {
 				cv->mem = CH_MEM_OCM;
 				cv->off = off;
-				add_buf(k, v->name, "out", CH_MEM_OCM, off, cv->bytes);
-				k->out_expr[j] = mem_expr(cm, CH_MEM_OCM, off, false);
+				k->out_expr[j] = use_buf(cm, k, v->name, "out", CH_MEM_OCM, off, cv->bytes);
 			} else {
 				cv->mem = CH_MEM_DDR;
 				cv->spilled = true;
@@ -255,8 +250,7 @@ int ch_alloc(ChModule *cm, Diag *d)
 				human(cm->cfg->ocm_bytes, o1, sizeof o1);
 				human(cv->bytes, o2, sizeof o2);
 				fprintf(stderr, "wlower: note: OCM %s: value '%s' (%s) spilled to DDR\n", o1, v->name, o2);
-				add_buf(k, v->name, "out", CH_MEM_DDR, cv->off, cv->bytes);
-				k->out_expr[j] = mem_expr(cm, CH_MEM_DDR, cv->off, false);
+				k->out_expr[j] = use_buf(cm, k, v->name, "out", CH_MEM_DDR, cv->off, cv->bytes);
 				k->direct_ext_write += cv->bytes;
 			}
 		}
@@ -265,22 +259,18 @@ int ch_alloc(ChModule *cm, Diag *d)
 		if (k->ki.scratch_bytes > 0) {
 			uint64_t off;
 			const char *name = arena_printf(cm->a, "%s#scratch", nn);
-			if (ocm_alloc(&o, k->ki.scratch_bytes, &off)) {
-				WL_ASSERT(nlocal < 64);
-				local[nlocal++] = off;
-				add_buf(k, name, "scratch", CH_MEM_OCM, off, k->ki.scratch_bytes);
-				k->scratch_expr = mem_expr(cm, CH_MEM_OCM, off, false);
+			if (local_alloc(&o, &loc, k->ki.scratch_bytes, &off)) {
+				k->scratch_expr = use_buf(cm, k, name, "scratch", CH_MEM_OCM, off, k->ki.scratch_bytes);
 			} else {
 				off = ddr_alloc(cm, k->ki.scratch_bytes);
-				add_buf(k, name, "scratch", CH_MEM_DDR, off, k->ki.scratch_bytes);
-				k->scratch_expr = mem_expr(cm, CH_MEM_DDR, off, false);
+				k->scratch_expr = use_buf(cm, k, name, "scratch", CH_MEM_DDR, off, k->ki.scratch_bytes);
 				k->direct_ext_read += k->ki.scratch_bytes;
 				k->direct_ext_write += k->ki.scratch_bytes;
 			}
 		}
 		/* free */
-		for (int l = 0; l < nlocal; l++)
-			ocm_free(&o, local[l]);
+		for (int l = 0; l < loc.n; l++)
+			ocm_free(&o, loc.off[l]);
 		for (int j = 0; j < n->ninputs + n->noutputs; j++) {
 			Value *v = j < n->ninputs ? n->inputs[j] : n->outputs[j - n->ninputs];
 			if (!v || v->init)

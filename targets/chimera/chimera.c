@@ -1,7 +1,7 @@
 /* chimera.c — chimera_compile: lower the fused, numerics-annotated module to
  * CCL-style C++ plus schedule.json, weights.bin and manifest.json.
  *
- *   ch_lower   (lower.c)    kernel list, checks, kernels.c info, liveness
+ *   ch_lower   (lower.c)    kernel list, checks, op rows + kernel info (ops/), liveness
  *   ch_alloc   (alloc.c)    weights.bin layout, OCM/DDR buffers, DMA, spills
  *   ch_tile    (lower.c)    core split, tiling, per-core counts
  *   ch_emit    (emit_cpp.c) module.cpp, weights.bin, schedule.json

@@ -6,12 +6,26 @@
  *   alloc.c     OCM buffer allocation by liveness within --ocm, spills to DDR
  *   emit_cpp.c  module.cpp (one function per kernel + the ccl::Program table),
  *               weights.bin layout, schedule.json
- *   kernels.c   per-op knowledge of the CCL kernels: which constant inputs are
- *               packed into blobs and how, MAC/ALU counts, the C++ call text
- *               (numerics owner; the C++ side is ccl/ headers)
+ *   ops/        per-op knowledge of the CCL kernels (numerics owner; the C++
+ *               side is ccl/ headers): the op table chimera_ops[] (ops.c),
+ *               indexed by Node.op, one row per op with its kernel (which
+ *               constant inputs are packed into blobs and how, MAC/ALU
+ *               counts, scratch, the C++ call text) and how lower.c/alloc.c
+ *               split, tile and stage it. The kernels by family:
+ *                 matmul.c      MatMulNBits
+ *                 attention.c   WhisperAttention, GroupQueryAttention
+ *                 norm.c        LayerNormalization, RMSNorm
+ *                 elementwise.c Gelu, SiLU, Cast/Identity (copy), Add, Mul
+ *                 gather.c      Gather (embedding rows)
+ *                 argmax.c      GreedyArgMax
+ *                 conv.c        ConvStem
+ *                 logmel.c      LogMel
+ *               util.c: shared checks, formats and constant packers (ops.h)
  *   sim/        `wlower sim`: build + run module.cpp against ccl/, cost model
  *               (docs/cost-model.md), reports, profiles
  *   ccl/        the CCL emulation library (C++17, header-only + runner.cpp)
+ *
+ * Adding a kernel: docs/chimera-contracts.md "Adding a kernel".
  */
 #ifndef WLOWER_CHIMERA_H
 #define WLOWER_CHIMERA_H
@@ -19,10 +33,10 @@
 #include <stdio.h>
 #include "targets/target.h"
 
-/* ---------------------------------------------------------------- kernels.c
- * Node inputs that are initializers are "constants": kernels.c packs them
- * into blobs (fixed-point, int4 blocks, ...) that go to weights.bin; every
- * other float input/output is an activation in the format of its
+/* ---------------------------------------------------------------- ops/
+ * Node inputs that are initializers are "constants": the op's kernel packs
+ * them into blobs (fixed-point, int4 blocks, ...) that go to weights.bin;
+ * every other float input/output is an activation in the format of its
  * Value.frac_bits (FixedPoint32<F> as int32, FRAC_FP16 as uint16 binary16,
  * FRAC_F32 as float); int64/int32 values stay as they are. */
 typedef struct CclBlob {
@@ -40,16 +54,58 @@ typedef struct CclKernelInfo {
 	CclBlob blobs[8];        /* packed constant operands, in call order */
 } CclKernelInfo;
 
+/* Argument expressions of one kernel call (C++ text, already typed as the
+ * kernel wants or `void *`):
+ *   in[i]    for each node input i (constant inputs: NULL; absent optional: NULL),
+ *   out[j]   for each node output j,
+ *   blob[b]  for each blob b of the kernel info, in order,
+ *   scratch  the scratch buffer (NULL if scratch_bytes == 0).
+ * The first argument of every kernel is the ccl::Ctx reference `c`. */
+typedef struct ChCallArgs {
+	const char *const *in, *const *out, *const *blob;
+	const char *scratch;
+} ChCallArgs;
+
+/* How lower.c splits an op over the cores and tiles it (lower.c's header). */
+typedef enum ChTile {
+	CH_TILE_ROWS,            /* row-wise (norms, elementwise): rows of the output */
+	CH_TILE_MATMUL,          /* MatMulNBits: rows, or output channels for few rows */
+	CH_TILE_ATTENTION,       /* WhisperAttention: heads, or (head, query row) pairs */
+	CH_TILE_GQA,             /* GroupQueryAttention: the same, its own dims */
+	CH_TILE_CONV,            /* ConvStem: two convolutions as matmuls, output rows */
+	CH_TILE_LOGMEL,          /* LogMel: DFT and mel matmuls, frames */
+	CH_TILE_ARGMAX,          /* GreedyArgMax: rows of the input, or its last axis */
+	CH_TILE_GATHER,          /* Gather: rows; reads only the gathered table rows */
+} ChTile;
+
+/* One row of the op table: everything the target knows about one op. */
+typedef struct ChOp ChOp;
+struct ChOp {
+	/* the kernel (ops/<family>.c) */
+	const char *cpp;         /* C++ kernel ("linalg::matMulNBits"): the call, schedule.json "cpp" */
+	/* checks the node (bad input → WL_ERR naming node and op), packs its
+	 * blobs, counts MACs/ALU ops, sizes its scratch */
+	int (*info)(const Node *n, CclKernelInfo *ki, Diag *d);
+	/* writes one C++ statement (ending in ";\n") calling op->cpp */
+	int (*emit)(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *f, Diag *d);
+	/* lowering (lower.c, alloc.c) */
+	ChTile tile;             /* core split and tiling */
+	int reductions;          /* row reductions per row (norm statistics, softmax max/sum): array traffic */
+	bool gathers;            /* reads only the rows of its blob it gathers (as many bytes as
+	                          * its output): the blob stays in weights.bin, never staged */
+};
+
+/* ops/ops.c: the op table, indexed by Op; rows without info: no CCL kernel. */
+extern const ChOp chimera_ops[OP_COUNT_];
+/* The row of op, or NULL if the chimera targets have no kernel for it. */
+const ChOp *chimera_op(Op op);
+bool chimera_op_supported(Op op);
+
 /* Bad input (unsupported op, attribute or format) → WL_ERR naming node and op. */
 int ccl_kernel_info(const Node *n, CclKernelInfo *ki, Diag *d);
 void ccl_kernel_info_free(CclKernelInfo *ki);
-/* Writes one C++ statement (ending in ";\n") calling the kernel. Argument
- * expressions (C++ text, already typed as the kernel wants or `void *`):
- *   in[i]    for each node input i (constant inputs: NULL; absent optional: NULL),
- *   out[j]   for each node output j,
- *   blob[b]  for each blob b of ccl_kernel_info, in order,
- *   scratch  the scratch buffer (NULL if scratch_bytes == 0).
- * The first argument of every kernel is the ccl::Ctx reference `c`. */
+/* Writes one C++ statement (ending in ";\n") calling the kernel, with the
+ * argument expressions of ChCallArgs. */
 int ccl_emit_call(const Node *n, const char *const *in, const char *const *out,
                   const char *const *blob, const char *scratch, FILE *f, Diag *d);
 
@@ -157,6 +213,7 @@ typedef struct ChCore {
 
 typedef struct ChKernel {
 	Node *n;
+	const ChOp *op;          /* its row of chimera_ops */
 	CclKernelInfo ki;
 	const char *split;       /* "rows" "cols" "heads" "none" */
 	int ncores;              /* cores used: 0..ncores-1 */
@@ -184,7 +241,7 @@ typedef struct ChModule {
 	ChVal **spills;          /* in spill order */
 } ChModule;
 
-/* lower.c: kernel list (validation, ccl_kernel_info, liveness). */
+/* lower.c: kernel list (validation, the op's row and kernel info, liveness). */
 int ch_lower(ChModule *cm, Diag *d);
 /* lower.c: split, tiling and per-core counts (after ch_alloc). */
 void ch_tile(ChModule *cm);
@@ -195,6 +252,10 @@ int ch_emit(ChModule *cm, const char *dir, Diag *d);
 /* emit_cpp.c: the "config" object of schedule.json (also manifest "hardware"). */
 cJSON *ch_config_json(const ChimeraConfig *cfg);
 void ch_free(ChModule *cm);
+/* lower.c: "domain.op_type" (op_type alone in the default domain), and the
+ * node's name or else its first output's (for messages, comments, tables). */
+const char *ch_op_name(Arena *a, const Node *n);
+const char *ch_node_label(const Node *n);
 /* Element format label for comments: "Q27", "fp16", "f32", "i64", "i32". */
 const char *ch_fmt_label(const Value *v, char buf[16]);
 /* ccl::Fmt number of a value: 0..31, -1 F32, -2 FP16, -3 I32, -4 I64. */

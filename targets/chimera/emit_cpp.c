@@ -6,8 +6,8 @@
  *                  weights and filled inputs; the call from ccl_emit_call;
  *                  the DMA of module outputs), then the IO and Kernel tables
  *                  and `extern "C" const ccl::Program wl_program`.
- *   weights.bin    the blobs of kernels.c, in kernel then blob order, each
- *                  at a 64-byte aligned offset (zero padding).
+ *   weights.bin    the blobs of the kernels (ops/), in kernel then blob
+ *                  order, each at a 64-byte aligned offset (zero padding).
  *   schedule.json  the schema in docs/FORMATS.md (kernels in order with
  *                  split, cores, tile, buffers, DMA, per-core counts).
  * Everything is in graph order: two compiles give the same bytes.
@@ -45,16 +45,22 @@ static void shape_str(FILE *f, const Value *v)
 	fputc(']', f);
 }
 
-static const char *op_name(Arena *a, const Node *n)
+/* "<head>name [shape] fmt, ..." of the activations among vs (absent values
+ * and initializers skipped); nothing if there are none */
+static void values_comment(FILE *f, const char *head, Value *const *vs, int nv)
 {
-	if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
-		return arena_printf(a, "%s.%s", n->domain, n->op_type);
-	return n->op_type;
-}
-
-static const char *kname(const Node *n)
-{
-	return n->name && *n->name ? n->name : n->noutputs > 0 && n->outputs[0] ? n->outputs[0]->name : "?";
+	int n = 0;
+	char fb[16];
+	for (int j = 0; j < nv; j++) {
+		const Value *v = vs[j];
+		if (!v || v->init)
+			continue;
+		fputs(n++ ? ", " : head, f);
+		comment_str(f, v->name);
+		fputc(' ', f);
+		shape_str(f, v);
+		fprintf(f, " %s", ch_fmt_label(v, fb));
+	}
 }
 
 static const char *base_name(Arena *a, const char *path)
@@ -75,6 +81,25 @@ static void emit_dma(FILE *f, const ChDma *dm, const char *what_note)
 	fprintf(f, "\tccl::dma(c, %s + %llu, %s + %llu, %llu, ccl::%s);  // %s\n", mem_base(dm->dst_mem),
 	        (unsigned long long)dm->dst_off, mem_base(dm->src_mem), (unsigned long long)dm->src_off,
 	        (unsigned long long)dm->bytes, dm->dir == 0 ? "DDR_TO_OCM" : "OCM_TO_DDR", what_note);
+}
+
+/* The kernel's DMA of direction dir (0 before the call, 1 after it), each
+ * noted with what it moves: the buffer at its OCM end (after the call: an
+ * output). */
+static void emit_dmas(FILE *f, ChModule *cm, const ChKernel *k, int dir)
+{
+	for (int j = 0; j < k->ndma; j++) {
+		const ChDma *dm = &k->dma[j];
+		if (dm->dir != dir)
+			continue;
+		int mem = dir == 0 ? dm->dst_mem : dm->src_mem;
+		uint64_t off = dir == 0 ? dm->dst_off : dm->src_off;
+		const char *note = dm->what;
+		for (int b = 0; b < k->nbuf; b++)
+			if (k->buf[b].mem == mem && k->buf[b].off == off && (dir == 0 || !strcmp(k->buf[b].role, "out")))
+				note = arena_printf(cm->a, "%s %s", dm->what, k->buf[b].value);
+		emit_dma(f, dm, note);
+	}
 }
 
 static const char *io_dtype(int dt)
@@ -111,6 +136,23 @@ static void emit_io(FILE *f, ChModule *cm, const Value *v)
 	        (unsigned long long)cv->off, (unsigned long long)cv->bytes);
 }
 
+/* `static const ccl::IO NAME[]`: the values that are not initializers (a
+ * null row if none); returns their count. */
+static int emit_io_table(FILE *f, ChModule *cm, const char *name, Value *const *vs, int nv)
+{
+	int n = 0;
+	fprintf(f, "\nstatic const ccl::IO %s[] = {\n", name);
+	for (int i = 0; i < nv; i++)
+		if (!vs[i]->init) {
+			emit_io(f, cm, vs[i]);
+			n++;
+		}
+	if (!n)
+		fputs("\t{nullptr, nullptr, 0, 0, {0}, ccl::MEM_DDR, 0ull, 0ull},\n", f);
+	fputs("};\n", f);
+	return n;
+}
+
 static int write_module_cpp(ChModule *cm, const char *dir, Diag *d)
 {
 	const ChimeraConfig *cfg = cm->cfg;
@@ -139,46 +181,15 @@ static int write_module_cpp(ChModule *cm, const char *dir, Diag *d)
 	for (int i = 0; i < cm->nk; i++) {
 		ChKernel *k = &cm->k[i];
 		Node *n = k->n;
-		char fb[16];
 		fprintf(f, "\n// k%d ", i);
-		comment_str(f, kname(n));
-		fprintf(f, ": %s;", op_name(cm->a, n));
-		int nin = 0;
-		for (int j = 0; j < n->ninputs; j++) {
-			Value *v = n->inputs[j];
-			if (!v || v->init)
-				continue;
-			fputs(nin++ ? ", " : " in ", f);
-			comment_str(f, v->name);
-			fputc(' ', f);
-			shape_str(f, v);
-			fprintf(f, " %s", ch_fmt_label(v, fb));
-		}
-		int nout = 0;
-		for (int j = 0; j < n->noutputs; j++) {
-			Value *v = n->outputs[j];
-			if (!v)
-				continue;
-			fputs(nout++ ? ", " : "; out ", f);
-			comment_str(f, v->name);
-			fputc(' ', f);
-			shape_str(f, v);
-			fprintf(f, " %s", ch_fmt_label(v, fb));
-		}
+		comment_str(f, ch_node_label(n));
+		fprintf(f, ": %s;", ch_op_name(cm->a, n));
+		values_comment(f, " in ", n->inputs, n->ninputs);
+		values_comment(f, "; out ", n->outputs, n->noutputs);
 		fprintf(f, "; split %s %lld over %d core%s\n", k->split, (long long)k->units, k->ncores,
 		        k->ncores == 1 ? "" : "s");
 		fprintf(f, "static void k%d(ccl::Ctx &c)\n{\n", i);
-		for (int j = 0; j < k->ndma; j++) {
-			const ChDma *dm = &k->dma[j];
-			if (dm->dir != 0)
-				continue;
-			/* name what moves */
-			const char *note = dm->what;
-			for (int b = 0; b < k->nbuf; b++)
-				if (k->buf[b].mem == dm->dst_mem && k->buf[b].off == dm->dst_off)
-					note = arena_printf(cm->a, "%s %s", dm->what, k->buf[b].value);
-			emit_dma(f, dm, note);
-		}
+		emit_dmas(f, cm, k, 0);
 		fputc('\t', f);
 		const char *in[16], *out[8], *blob[8];
 		for (int j = 0; j < n->ninputs; j++)
@@ -192,41 +203,18 @@ static int write_module_cpp(ChModule *cm, const char *dir, Diag *d)
 			diag_prefix(d, "%s: ", cm->o->model_path);
 			return WL_ERR;
 		}
-		for (int j = 0; j < k->ndma; j++) {
-			const ChDma *dm = &k->dma[j];
-			if (dm->dir != 1)
-				continue;
-			const char *note = dm->what;
-			for (int b = 0; b < k->nbuf; b++)
-				if (k->buf[b].mem == dm->src_mem && k->buf[b].off == dm->src_off && !strcmp(k->buf[b].role, "out"))
-					note = arena_printf(cm->a, "%s %s", dm->what, k->buf[b].value);
-			emit_dma(f, dm, note);
-		}
+		emit_dmas(f, cm, k, 1);
 		fputs("}\n", f);
 	}
 
-	int ni = 0, no = 0;
-	fputs("\nstatic const ccl::IO wl_inputs[] = {\n", f);
-	for (int i = 0; i < g->ninputs; i++)
-		if (!g->inputs[i]->init) {
-			emit_io(f, cm, g->inputs[i]);
-			ni++;
-		}
-	if (!ni)
-		fputs("\t{nullptr, nullptr, 0, 0, {0}, ccl::MEM_DDR, 0ull, 0ull},\n", f);
-	fputs("};\n\nstatic const ccl::IO wl_outputs[] = {\n", f);
-	for (int i = 0; i < g->noutputs; i++) {
-		emit_io(f, cm, g->outputs[i]);
-		no++;
-	}
-	if (!no)
-		fputs("\t{nullptr, nullptr, 0, 0, {0}, ccl::MEM_DDR, 0ull, 0ull},\n", f);
-	fputs("};\n\nstatic const ccl::Kernel wl_kernels[] = {\n", f);
+	int ni = emit_io_table(f, cm, "wl_inputs", g->inputs, g->ninputs);
+	int no = emit_io_table(f, cm, "wl_outputs", g->outputs, g->noutputs);
+	fputs("\nstatic const ccl::Kernel wl_kernels[] = {\n", f);
 	for (int i = 0; i < cm->nk; i++) {
 		fputs("\t{", f);
-		cpp_str(f, kname(cm->k[i].n));
+		cpp_str(f, ch_node_label(cm->k[i].n));
 		fputs(", ", f);
-		cpp_str(f, op_name(cm->a, cm->k[i].n));
+		cpp_str(f, ch_op_name(cm->a, cm->k[i].n));
 		fprintf(f, ", k%d, %lluull},\n", i, (unsigned long long)cm->k[i].ki.macs);
 	}
 	if (!cm->nk)
@@ -319,8 +307,8 @@ static int write_schedule(ChModule *cm, const char *dir, Diag *d)
 		char fn[32];
 		snprintf(fn, sizeof fn, "k%d", i);
 		cJSON_AddStringToObject(e, "fn", fn);
-		cJSON_AddStringToObject(e, "name", kname(k->n));
-		cJSON_AddStringToObject(e, "op", op_name(cm->a, k->n));
+		cJSON_AddStringToObject(e, "name", ch_node_label(k->n));
+		cJSON_AddStringToObject(e, "op", ch_op_name(cm->a, k->n));
 		cJSON_AddStringToObject(e, "cpp", k->ki.cpp_name ? k->ki.cpp_name : "");
 		cJSON_AddStringToObject(e, "split", k->split);
 		cJSON *cs = cJSON_AddArrayToObject(e, "cores");

@@ -2,11 +2,14 @@
  *
  * ch_lower: one kernel per node of the fused graph, in graph order (which is
  * topological); checks every op, dtype and shape the back end supports,
- * every float activation's format (Value.frac_bits), asks kernels.c for the
- * kernel's blobs, MACs and ALU ops, and computes each activation's liveness
- * (producing kernel .. last reading kernel).
+ * every float activation's format (Value.frac_bits), finds the op's row of
+ * the op table (ops/ops.c), asks its kernel for the blobs, MACs and ALU ops,
+ * and computes each activation's liveness (producing kernel .. last reading
+ * kernel).
  *
- * ch_tile (after alloc.c placed the buffers): split, tiling, per-core counts.
+ * ch_tile (after alloc.c placed the buffers): split, tiling, per-core counts,
+ * by the strategy of the op's row (ChOp.tile: CH_TILE_*) and its row
+ * reductions (ChOp.reductions).
  *
  *   split   matmul-like kernels (MatMulNBits, ConvStem, LogMel) over rows
  *           (tokens/frames) when there are at least as many rows as cores,
@@ -25,7 +28,7 @@
  *           int4 block); r ≤ ⌈M/pe_rows⌉, q ≤ ⌈N/pe_cols⌉ minimise the
  *           OCM→LRM traffic (ties: fewer tiles). Row-wise kernels stream whole rows: a tile is
  *           as many rows as the PEs' LRM holds, double buffered (in + out).
- *   counts  per core: macs and alu_ops = the kernel's totals (kernels.c)
+ *   counts  per core: macs and alu_ops = the kernel's totals (ops/)
  *           shared in proportion to the core's units;
  *           ocm_read  = OCM→LRM bytes: matmul A re-read once per column
  *                       block, B once per row block (operand re-reads), plus
@@ -45,50 +48,14 @@
 #include <string.h>
 #include "chimera.h"
 
-typedef enum { K_MATMUL, K_ATTN, K_GQA, K_CONV, K_LOGMEL, K_ROWS, K_ARGMAX, K_GATHER } KClass;
-
-static const struct {
-	const char *domain, *op;
-	KClass cls;
-	int reductions;     /* row reductions per row (array traffic) */
-} kops[] = {
-	{"ai.wlower", "MatMulNBits", K_MATMUL, 0},
-	{"ai.wlower", "WhisperAttention", K_ATTN, 2},
-	{"ai.wlower", "GroupQueryAttention", K_GQA, 2},
-	{"ai.wlower", "ConvStem", K_CONV, 0},
-	{"ai.wlower", "LogMel", K_LOGMEL, 1},
-	{"ai.wlower", "GreedyArgMax", K_ARGMAX, 1},
-	{"ai.wlower", "Gelu", K_ROWS, 0},
-	{"ai.wlower", "RMSNorm", K_ROWS, 1},
-	{"ai.wlower", "SiLU", K_ROWS, 0},
-	{"", "LayerNormalization", K_ROWS, 2},
-	{"", "Add", K_ROWS, 0},
-	{"", "Mul", K_ROWS, 0},
-	{"", "Gelu", K_ROWS, 0},
-	{"", "Cast", K_ROWS, 0},
-	{"", "Identity", K_ROWS, 0},
-	{"", "Gather", K_GATHER, 0},
-};
-
-static int kop_find(const Node *n)
-{
-	const char *dom = n->domain ? n->domain : "";
-	if (!strcmp(dom, "ai.onnx"))
-		dom = "";
-	for (size_t i = 0; i < sizeof kops / sizeof kops[0]; i++)
-		if (!strcmp(kops[i].domain, dom) && !strcmp(kops[i].op, n->op_type))
-			return (int)i;
-	return -1;
-}
-
-static const char *op_full(Arena *a, const Node *n)
+const char *ch_op_name(Arena *a, const Node *n)
 {
 	if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
 		return arena_printf(a, "%s.%s", n->domain, n->op_type);
 	return n->op_type;
 }
 
-static const char *node_label(const Node *n)
+const char *ch_node_label(const Node *n)
 {
 	return n->name && *n->name ? n->name : (n->noutputs > 0 && n->outputs[0] ? n->outputs[0]->name : "?");
 }
@@ -127,7 +94,7 @@ static int elem_bytes(const Value *v)
 /* Checks one activation value (not an initializer) used or produced by n. */
 static int check_value(ChModule *cm, const Node *n, const Value *v, Diag *d)
 {
-	const char *model = cm->o->model_path, *op = op_full(cm->a, n), *nn = node_label(n);
+	const char *model = cm->o->model_path, *op = ch_op_name(cm->a, n), *nn = ch_node_label(n);
 	if (v->type.kind != TY_TENSOR || !v->type.has_shape)
 		return diag_fail(d, "%s: node '%s': op '%s': tensor '%s': no static shape (the chimera targets need static shapes)",
 		                 model, nn, op, v->name);
@@ -197,17 +164,17 @@ int ch_lower(ChModule *cm, Diag *d)
 	}
 	int ki = 0;
 	FOR_NODES(g, n) {
-		int kop = kop_find(n);
-		if (kop < 0)
+		const ChOp *op = chimera_op(n->op);
+		if (!op)
 			return diag_fail(d, "%s: node '%s': op '%s': tensor '%s': op not supported by the chimera targets",
-			                 model, node_label(n), op_full(cm->a, n),
-			                 n->ninputs > 0 && n->inputs[0] ? n->inputs[0]->name : node_label(n));
+			                 model, ch_node_label(n), ch_op_name(cm->a, n),
+			                 n->ninputs > 0 && n->inputs[0] ? n->inputs[0]->name : ch_node_label(n));
 		if (n->noutputs < 1 || !n->outputs[0])
-			return diag_fail(d, "%s: node '%s': op '%s': no first output", model, node_label(n),
-			                 op_full(cm->a, n));
+			return diag_fail(d, "%s: node '%s': op '%s': no first output", model, ch_node_label(n),
+			                 ch_op_name(cm->a, n));
 		if (n->ninputs > 16 || n->noutputs > 8)
-			return diag_fail(d, "%s: node '%s': op '%s': too many inputs or outputs", model, node_label(n),
-			                 op_full(cm->a, n));
+			return diag_fail(d, "%s: node '%s': op '%s': too many inputs or outputs", model, ch_node_label(n),
+			                 ch_op_name(cm->a, n));
 		for (int j = 0; j < n->ninputs; j++) {
 			Value *v = n->inputs[j];
 			if (!v || v->init)
@@ -218,7 +185,7 @@ int ch_lower(ChModule *cm, Diag *d)
 			ChVal *cv = val_of(cm, v);
 			if (cv->def == -1 && !cv->io_in)
 				return diag_fail(d, "%s: node '%s': tensor '%s': read before it is produced", model,
-				                 node_label(n), v->name);
+				                 ch_node_label(n), v->name);
 			cv->last = ki;
 		}
 		for (int j = 0; j < n->noutputs; j++) {
@@ -234,6 +201,7 @@ int ch_lower(ChModule *cm, Diag *d)
 		}
 		ChKernel *k = &cm->k[ki];
 		k->n = n;
+		k->op = op;
 		if (ccl_kernel_info(n, &k->ki, d) != WL_OK) {
 			diag_prefix(d, "%s: ", model);
 			return WL_ERR;
@@ -397,8 +365,7 @@ static void tile_kernel(ChModule *cm, ChKernel *k)
 {
 	const ChimeraConfig *cfg = cm->cfg;
 	Node *n = k->n;
-	int kop = kop_find(n);
-	KClass cls = kops[kop].cls;
+	ChTile cls = k->op->tile;
 	Value *x = n->ninputs > 0 ? n->inputs[0] : NULL, *y = n->outputs[0];
 	int cores = cfg->cores < 1 ? 1 : cfg->cores > CH_MAX_CORES ? CH_MAX_CORES : cfg->cores;
 	uint64_t ocm_write_total = 0;
@@ -408,27 +375,27 @@ static void tile_kernel(ChModule *cm, ChKernel *k)
 	/* the split */
 	int64_t rows = y ? rows_of(y) : 1;
 	switch (cls) {
-	case K_MATMUL: {
+	case CH_TILE_MATMUL: {
 		int64_t N = attr_int(n, "N", dimv(y, -1));
 		if (rows >= cores) { k->split = "rows"; k->units = rows; }
 		else { k->split = "cols"; k->units = N; }
 		break;
 	}
-	case K_ATTN:
-	case K_GQA: {
+	case CH_TILE_ATTENTION:
+	case CH_TILE_GQA: {
 		/* heads when they divide evenly, else (head, query row) pairs */
 		int64_t H = attr_int(n, "heads", 1);
-		int64_t T = cls == K_GQA ? dimv(x, -2) : attr_int(n, "q_len", dimv(x, -2));
+		int64_t T = cls == CH_TILE_GQA ? dimv(x, -2) : attr_int(n, "q_len", dimv(x, -2));
 		if (H % cores == 0 || T < 2) { k->split = "heads"; k->units = H; }
 		else { k->split = "rows"; k->units = H * T; }
 		break;
 	}
-	case K_ARGMAX:
+	case CH_TILE_ARGMAX:
 		rows = x ? rows_of(x) : 1;
 		if (rows >= cores) { k->split = "rows"; k->units = rows; }
 		else { k->split = "cols"; k->units = dimv(x, -1); }
 		break;
-	case K_LOGMEL:   /* y [1, n_mels, frames]: frames */
+	case CH_TILE_LOGMEL:   /* y [1, n_mels, frames]: frames */
 		k->split = "rows";
 		k->units = dimv(y, -1);
 		break;
@@ -462,7 +429,7 @@ static void tile_kernel(ChModule *cm, ChKernel *k)
 		MM t = {0};
 		uint64_t rd = 0, wr = prop(ocm_write_total, u, k->units), arr = 0;
 		switch (cls) {
-		case K_MATMUL: {
+		case CH_TILE_MATMUL: {
 			int64_t K = attr_int(n, "K", dimv(x, -1)), N = attr_int(n, "N", dimv(y, -1));
 			int64_t bits = attr_int(n, "bits", 4);
 			int64_t Mc = !strcmp(k->split, "cols") ? rows : u, Nc = !strcmp(k->split, "cols") ? u : N;
@@ -474,13 +441,13 @@ static void tile_kernel(ChModule *cm, ChKernel *k)
 			arr = t.array;
 			break;
 		}
-		case K_ATTN:
-		case K_GQA: {
+		case CH_TILE_ATTENTION:
+		case CH_TILE_GQA: {
 			int64_t H = attr_int(n, "heads", 1);
-			int64_t hd = cls == K_GQA ? attr_int(n, "head_dim", dimv(x, -1) / (H ? H : 1))
+			int64_t hd = cls == CH_TILE_GQA ? attr_int(n, "head_dim", dimv(x, -1) / (H ? H : 1))
 			                          : attr_int(n, "embed", dimv(x, -1)) / (H ? H : 1);
-			int64_t T = cls == K_GQA ? dimv(x, -2) : attr_int(n, "q_len", dimv(x, -2));
-			int64_t S = cls == K_GQA ? T + (n->ninputs > 5 && n->inputs[5] ? dimv(n->inputs[5], -2) : 0)
+			int64_t T = cls == CH_TILE_GQA ? dimv(x, -2) : attr_int(n, "q_len", dimv(x, -2));
+			int64_t S = cls == CH_TILE_GQA ? T + (n->ninputs > 5 && n->inputs[5] ? dimv(n->inputs[5], -2) : 0)
 			                         : attr_int(n, "kv_len", T);
 			int ab = vbits(x);
 			bool by_heads = !strcmp(k->split, "heads") || !strcmp(k->split, "none");
@@ -497,10 +464,10 @@ static void tile_kernel(ChModule *cm, ChKernel *k)
 			/* scores written and read back once (softmax pass) */
 			rd = t.ocm_read + (uint64_t)(qrows * S * 4);
 			wr += (uint64_t)(qrows * S * 4);
-			arr = t.array + (uint64_t)qrows * (uint64_t)kops[kop].reductions * 4u * (uint64_t)(cfg->pe_cols - 1);
+			arr = t.array + (uint64_t)qrows * (uint64_t)k->op->reductions * 4u * (uint64_t)(cfg->pe_cols - 1);
 			break;
 		}
-		case K_CONV: {
+		case CH_TILE_CONV: {
 			int64_t C = dimv(x, 1), D = dimv(y, -1), F2 = dimv(y, -2);
 			int64_t u1 = prop((uint64_t)(2 * F2), u, F2 ? F2 : 1);   /* conv1 rows feeding this core */
 			MM c1 = mm_tile(cfg, u1, C * 3, D, vbits(x), 32), c2 = mm_tile(cfg, u, D * 3, D, 32, 32);
@@ -510,7 +477,7 @@ static void tile_kernel(ChModule *cm, ChKernel *k)
 			arr = t.array;
 			break;
 		}
-		case K_LOGMEL: {
+		case CH_TILE_LOGMEL: {
 			int64_t Mm = dimv(y, -2);
 			MM d1 = mm_tile(cfg, u, 400, 402, 32, 32), d2 = mm_tile(cfg, u, 201, Mm, 32, 32);
 			mm_add(&t, d1);
@@ -519,23 +486,23 @@ static void tile_kernel(ChModule *cm, ChKernel *k)
 			arr = t.array + (uint64_t)u * 4u * (uint64_t)(cfg->pe_cols - 1);
 			break;
 		}
-		case K_GATHER:
-		case K_ROWS:
-		case K_ARGMAX: {
+		case CH_TILE_GATHER:
+		case CH_TILE_ROWS:
+		case CH_TILE_ARGMAX: {
 			uint64_t in_b = 0, per_row = 0;
 			for (int j = 0; j < n->ninputs; j++) {
 				Value *v = n->inputs[j];
 				if (!v)
 					continue;
-				if (v->init && cls != K_GATHER)
+				if (v->init && cls != CH_TILE_GATHER)
 					in_b += 0;   /* gamma/beta: counted below, once per tile */
 				else if (!v->init)
 					in_b += vbytes(v);
 			}
-			if (cls == K_GATHER)
+			if (cls == CH_TILE_GATHER)
 				in_b += ocm_write_total;            /* the gathered rows */
 			rd = prop(in_b, u, k->units);
-			int64_t rowlen = dimv(cls == K_ARGMAX ? x : y, -1);
+			int64_t rowlen = dimv(cls == CH_TILE_ARGMAX ? x : y, -1);
 			per_row = (uint64_t)rowlen * 8u;        /* in + out, 4 B each */
 			uint64_t pes = (uint64_t)cfg->pe_rows * (uint64_t)cfg->pe_cols;
 			uint64_t rows_fit = per_row ? pes * (cfg->lrm_bytes / 2) / per_row : 1;
@@ -551,9 +518,9 @@ static void tile_kernel(ChModule *cm, ChKernel *k)
 			if (t.lrm == 0)
 				t.lrm = 16;
 			/* constant operands (gamma, beta, ...) once per tile */
-			if (cls != K_GATHER)
+			if (cls != CH_TILE_GATHER)
 				rd += blob_bytes(k) * (uint64_t)t.count;
-			arr = (uint64_t)urows * (uint64_t)kops[kop].reductions * 4u * (uint64_t)(cfg->pe_cols - 1);
+			arr = (uint64_t)urows * (uint64_t)k->op->reductions * 4u * (uint64_t)(cfg->pe_cols - 1);
 			break;
 		}
 		}
