@@ -50,6 +50,8 @@ static const char usage_run[] =
 "  --threads N           threads for the kernels (default: the online CPUs)\n"
 "  --reps N              after one warm-up run, run N timed repetitions and\n"
 "                        print median_ms=X on stdout\n"
+"  --no-verify           DIR: skip the sha256 check of module.so and weights.bin\n"
+"                        against the manifest (sizes are still checked)\n"
 "  -h, --help            this help\n"
 "\n"
 "DIR: inputs must have the manifest's dtypes and shapes; WLOWER_PROFILE=1 in\n"
@@ -118,6 +120,7 @@ typedef struct RunArgs {
 	OptList inputs;
 	RunInput *b; int nb;
 	long threads, reps;
+	bool no_verify;
 } RunArgs;
 
 static const OptSpec run_opts[] = {
@@ -125,6 +128,7 @@ static const OptSpec run_opts[] = {
 	{"--output-dir", NULL, OPT_STRING, offsetof(RunArgs, outdir)},
 	{"--threads", NULL, OPT_INT, offsetof(RunArgs, threads), 1, 1024},
 	{"--reps", NULL, OPT_INT, offsetof(RunArgs, reps), 0, 1000000},
+	{"--no-verify", NULL, OPT_FLAG, offsetof(RunArgs, no_verify)},
 	OPT_END,
 };
 
@@ -326,7 +330,8 @@ static void print_profile(WlModule *wm)
 static int run_dir(RunArgs *a, Diag *d)
 {
 	char *err = NULL;
-	WlModule *wm = wl_open(a->model, a->threads ? (int)a->threads : 0, &err);
+	WlModule *wm = wl_open_flags(a->model, a->threads ? (int)a->threads : 0,
+	                              a->no_verify ? WL_OPEN_NO_VERIFY : 0, &err);
 	if (!wm) {
 		diag_fail(d, "%s", err ? err : "cannot open module");
 		free(err);

@@ -3,7 +3,8 @@
  * wl_open reads DIR/manifest.json (runtime/module/manifest.c: manifest_read checks
  * format and version) and validates every key used here, dlopens
  * DIR/module.so (RTLD_LOCAL | RTLD_NOW) and checks its ABI, maps
- * DIR/weights.bin (size checked against the manifest's "files" entry),
+ * DIR/weights.bin (size and sha256 checked against the manifest's "files"
+ * entries, module.so's too, unless WL_OPEN_NO_VERIFY),
  * allocates the workspace and the output buffers (64-byte aligned) and
  * starts the thread pool (runtime/interp/threadpool.c). wl_run fills the io array
  * and calls wl_module_run: no allocation.
@@ -54,6 +55,7 @@ typedef struct Port {
 struct WlModule {
 	char *dir;
 	Diag d;
+	unsigned flags;             /* WL_OPEN_* */
 	int nin, nout;
 	Port *in, *out;
 	void **io;                  /* nin + nout pointers */
@@ -204,8 +206,9 @@ static int read_port(const char *mpath, const char *where, int idx, const cJSON 
 	return WL_OK;
 }
 
-/* The manifest's "files" entry for name: its "bytes". */
-static int file_bytes(const char *mpath, const cJSON *root, const char *name, uint64_t *bytes, Diag *d)
+/* The manifest's "files" entry for name: its "bytes" and "sha256". */
+static int file_entry(const char *mpath, const cJSON *root, const char *name, uint64_t *bytes, char hex[65],
+                      Diag *d)
 {
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files");
 	if (!cJSON_IsArray(files))
@@ -218,6 +221,12 @@ static int file_bytes(const char *mpath, const cJSON *root, const char *name, ui
 			if (!json_uint(cJSON_GetObjectItemCaseSensitive(f, "bytes"), bytes))
 				return diag_fail(d, "%s: files[%d] ('%s'): 'bytes' is not a non-negative integer", mpath, i,
 				                 name);
+			const cJSON *h = cJSON_GetObjectItemCaseSensitive(f, "sha256");
+			if (!cJSON_IsString(h) || strlen(h->valuestring) != 64 ||
+			    strspn(h->valuestring, "0123456789abcdef") != 64)
+				return diag_fail(d, "%s: files[%d] ('%s'): 'sha256' is not 64 lowercase hex digits", mpath, i,
+				                 name);
+			memcpy(hex, h->valuestring, 65);
 			return WL_OK;
 		}
 		i++;
@@ -324,10 +333,27 @@ static void api_parallel_for(void *pool, int64_t n, void (*body)(void *ctx, int6
 
 /* ---------------------------------------------------------------- open */
 
+/* The bytes of a module file against the manifest's sha256 (not with
+ * WL_OPEN_NO_VERIFY): a same-size edit or a swapped file is an error, not a
+ * wrong answer. */
+static int verify_sha(const WlModule *m, const char *path, const char *mpath, const void *data, size_t len,
+                      const char *want, Diag *d)
+{
+	if (m->flags & WL_OPEN_NO_VERIFY)
+		return WL_OK;
+	char hex[65];
+	sha256_hex(data ? data : "", len, hex);
+	if (strcmp(hex, want) != 0)
+		return diag_fail(d, "%s: sha256 %.12s..., the manifest says %.12s... (%s): the module directory was "
+		                 "modified; recompile it", path, hex, want, mpath);
+	return WL_OK;
+}
+
 static int load_weights(WlModule *m, const char *mpath, const cJSON *root, Diag *d)
 {
 	uint64_t want;
-	if (file_bytes(mpath, root, "weights.bin", &want, d) != WL_OK)
+	char hex[65];
+	if (file_entry(mpath, root, "weights.bin", &want, hex, d) != WL_OK)
 		return WL_ERR;
 	char path[4096];
 	snprintf(path, sizeof path, "%s/weights.bin", m->dir);
@@ -349,7 +375,7 @@ static int load_weights(WlModule *m, const char *mpath, const cJSON *root, Diag 
 	if (m->weights_len == 0) {
 		close(fd);
 		m->weights = xaligned(64);
-		return WL_OK;
+		return verify_sha(m, path, mpath, NULL, 0, hex, d);
 	}
 	void *p = mmap(NULL, m->weights_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 	int e = errno;
@@ -359,13 +385,14 @@ static int load_weights(WlModule *m, const char *mpath, const cJSON *root, Diag 
 	madvise(p, m->weights_len, MADV_WILLNEED);
 	m->weights = p;
 	m->weights_mapped = true;
-	return WL_OK;
+	return verify_sha(m, path, mpath, p, m->weights_len, hex, d);
 }
 
 static int load_so(WlModule *m, const char *mpath, const cJSON *root, Diag *d)
 {
 	uint64_t want;
-	if (file_bytes(mpath, root, "module.so", &want, d) != WL_OK)
+	char hex[65];
+	if (file_entry(mpath, root, "module.so", &want, hex, d) != WL_OK)
 		return WL_ERR;
 	char path[4096];
 	snprintf(path, sizeof path, "%s/module.so", m->dir);
@@ -377,6 +404,15 @@ static int load_so(WlModule *m, const char *mpath, const cJSON *root, Diag *d)
 	if ((uint64_t)st.st_size != want)
 		return diag_fail(d, "%s: %lld bytes, the manifest says %llu (%s): module directory out of date",
 		                 path, (long long)st.st_size, (unsigned long long)want, mpath);
+	if (!(m->flags & WL_OPEN_NO_VERIFY)) {
+		MappedFile so;
+		if (file_map(path, &so, d) != WL_OK)
+			return WL_ERR;
+		int vr = verify_sha(m, path, mpath, so.addr, so.len, hex, d);
+		file_unmap(&so);
+		if (vr != WL_OK)
+			return WL_ERR;
+	}
 	/* dlopen searches the library path unless the name has a '/' */
 	char abs[4096 + 2];
 	snprintf(abs, sizeof abs, "%s%s", path[0] == '/' ? "" : "./", path);
@@ -531,11 +567,17 @@ out:
 
 WlModule *wl_open(const char *dir, int threads, char **err)
 {
+	return wl_open_flags(dir, threads, 0, err);
+}
+
+WlModule *wl_open_flags(const char *dir, int threads, unsigned flags, char **err)
+{
 	if (err)
 		*err = NULL;
 	WlModule *m = calloc(1, sizeof *m);
 	if (!m)
 		wl_die(__FILE__, __LINE__, "out of memory");
+	m->flags = flags;
 	/* "out/" and "out" name the same files */
 	m->dir = xstrdup(dir && *dir ? dir : ".");
 	size_t n = strlen(m->dir);

@@ -60,6 +60,11 @@ typedef struct WlTensorInfo {
  * if set, else the online CPUs. On failure returns NULL and, if err is not
  * NULL, sets *err to a malloc'ed one-line message (free() it). */
 WlModule *wl_open(const char *dir, int threads, char **err);
+/* wl_open with flags: WL_OPEN_NO_VERIFY skips the sha256 check of module.so
+ * and weights.bin against the manifest (sizes are still checked), for
+ * trusted deployments where opening must be fast. */
+enum { WL_OPEN_NO_VERIFY = 1 };
+WlModule *wl_open_flags(const char *dir, int threads, unsigned flags, char **err);
 void wl_close(WlModule *m);
 
 /* The last error of a call on m (empty string if none). */

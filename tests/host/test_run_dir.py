@@ -141,6 +141,12 @@ def variants(wlower, cc, work, x, x64, x32, xpath):
         with open(os.path.join(d, "weights.bin"), "r+b") as f:
             f.truncate(40)
 
+    def flip_weights(d, m):
+        with open(os.path.join(d, "weights.bin"), "r+b") as f:
+            b = f.read(1)
+            f.seek(0)
+            f.write(bytes([b[0] ^ 0x40]))
+
     def bogus_so(d, m):
         p = os.path.join(d, "module.so")
         with open(p, "w") as f:
@@ -209,6 +215,9 @@ def variants(wlower, cc, work, x, x64, x32, xpath):
         ("module.so ABI 2", wrong_abi_so, good_in, ["module.so", "ABI 2"]),
         ("missing weights.bin", remove("weights.bin"), good_in, ["weights.bin", "cannot open"]),
         ("truncated weights.bin", truncate_weights, good_in, ["weights.bin", "truncated", "40 bytes"]),
+        ("weights.bin edited, same size", flip_weights, good_in, ["weights.bin", "sha256", "was modified"]),
+        ("bad sha256 entry", mut_manifest(setkey(["files", 1, "sha256"], "xyz")), good_in,
+         ["manifest.json", "files[1]", "'sha256'"]),
         ("not a directory", None, good_in, ["not-a-dir", "not a module directory"]),
         ("wrong input name", None, [("x", xpath), ("ghost", xpath)], ["input 'ghost'", "not an input of", "x"]),
         ("wrong input dtype", None, [("x", x64)], ["input 'x'", "float32[2,3]", "int64[2,3]", os.path.basename(x64)]),
@@ -283,6 +292,18 @@ def real_module(wlower, work):
         f.truncate(os.path.getsize(os.path.join(t, "weights.bin")) // 2)
     expect_error("real: truncated weights", wlower, t, [("x", xs[0]), ("z", xs[1])],
                  ["weights.bin", "truncated"])
+    t = d + "-edited"
+    shutil.rmtree(t, ignore_errors=True)
+    shutil.copytree(d, t)
+    with open(os.path.join(t, "weights.bin"), "r+b") as f:
+        f.seek(8)
+        b = f.read(1)
+        f.seek(8)
+        f.write(bytes([b[0] ^ 0x01]))
+    expect_error("real: weights edited (same size)", wlower, t, [("x", xs[0]), ("z", xs[1])],
+                 ["weights.bin", "sha256", "was modified"])
+    r = run([wlower, "run", t, "--no-verify", "--output-dir", t + ".out"] + ins)
+    ok("real: --no-verify runs the edited module", r.returncode == 0, r.stderr.strip()[-300:])
 
 
 def main():
