@@ -16,4 +16,14 @@ typedef struct WlHostApi {
 	void (*parallel_for)(void *pool, int64_t n, void (*body)(void *ctx, int64_t i0, int64_t i1), void *ctx);
 } WlHostApi;
 
+/* The symbols module.so exports (the generator defines them, the runtime
+ * looks them up with dlsym). */
+typedef int32_t (*WlModuleAbiFn)(void);                                   /* wl_module_abi */
+typedef void (*WlModuleRunFn)(const WlHostApi *api, void *const *io,      /* wl_module_run */
+                              const uint8_t *weights, uint8_t *workspace);
+typedef int32_t (*WlModuleKernelCountFn)(void);                           /* wl_module_kernel_count */
+typedef const char *(*WlModuleKernelNameFn)(int32_t i);                   /* wl_module_kernel_name */
+typedef void (*WlModuleRunKernelFn)(const WlHostApi *api, int32_t i,      /* wl_module_run_kernel */
+                                    void *const *io, const uint8_t *weights, uint8_t *workspace);
+
 #endif

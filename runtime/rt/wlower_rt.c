@@ -9,8 +9,7 @@
  * starts the thread pool (runtime/interp/threadpool.c). wl_run fills the io array
  * and calls wl_module_run: no allocation.
  *
- * Module ABI (targets/host/hostgen.h, which pulls in LLVM headers, so the
- * runtime repeats the two definitions it needs; keep them in sync):
+ * Module ABI (runtime/module/module_abi.h, shared with the generator):
  *   int32_t wl_module_abi(void);
  *   void wl_module_run(const WlHostApi *api, void *const *io,
  *                      const uint8_t *weights, uint8_t *workspace);
@@ -33,17 +32,8 @@
 #include <unistd.h>
 #include "runtime/rt/wlower_rt.h"
 #include "runtime/interp/interp.h"
-#include "targets/target.h"
-
-/* ---- the module ABI (runtime/module/module_abi.h) ---- */
+#include "runtime/module/module.h"
 #include "runtime/module/module_abi.h"
-typedef int32_t (*AbiFn)(void);
-typedef void (*RunFn)(const WlHostApi *api, void *const *io, const uint8_t *weights, uint8_t *workspace);
-typedef int32_t (*KCountFn)(void);
-typedef const char *(*KNameFn)(int32_t i);
-typedef void (*RunKernelFn)(const WlHostApi *api, int32_t i, void *const *io, const uint8_t *weights,
-                            uint8_t *workspace);
-/* ---- */
 
 typedef struct Port {
 	WlTensorInfo info;
@@ -60,8 +50,8 @@ struct WlModule {
 	Port *in, *out;
 	void **io;                  /* nin + nout pointers */
 	void *so;
-	RunFn run;
-	RunKernelFn run_kernel;
+	WlModuleRunFn run;
+	WlModuleRunKernelFn run_kernel;
 	int nkernels;               /* > 0 when profiling */
 	const char **kname;
 	double *kms;
@@ -432,21 +422,21 @@ static int load_so(WlModule *m, const char *mpath, const cJSON *root, Diag *d)
 				*c = ' ';
 		return diag_fail(d, "%s: cannot load: %s", path, msg);
 	}
-	AbiFn abi = (AbiFn)dlsym(m->so, "wl_module_abi");
+	WlModuleAbiFn abi = (WlModuleAbiFn)dlsym(m->so, "wl_module_abi");
 	if (!abi)
 		return diag_fail(d, "%s: not a wlower host module (no wl_module_abi)", path);
 	int32_t v = abi();
 	if (v != WL_MODULE_ABI)
 		return diag_fail(d, "%s: module ABI %d, this runtime runs ABI %d (recompile the model)", path, (int)v,
 		                 WL_MODULE_ABI);
-	m->run = (RunFn)dlsym(m->so, "wl_module_run");
+	m->run = (WlModuleRunFn)dlsym(m->so, "wl_module_run");
 	if (!m->run)
 		return diag_fail(d, "%s: not a wlower host module (no wl_module_run)", path);
 	const char *prof = getenv("WLOWER_PROFILE");
 	if (prof && *prof && strcmp(prof, "0") != 0) {
-		KCountFn kc = (KCountFn)dlsym(m->so, "wl_module_kernel_count");
-		KNameFn kn = (KNameFn)dlsym(m->so, "wl_module_kernel_name");
-		RunKernelFn rk = (RunKernelFn)dlsym(m->so, "wl_module_run_kernel");
+		WlModuleKernelCountFn kc = (WlModuleKernelCountFn)dlsym(m->so, "wl_module_kernel_count");
+		WlModuleKernelNameFn kn = (WlModuleKernelNameFn)dlsym(m->so, "wl_module_kernel_name");
+		WlModuleRunKernelFn rk = (WlModuleRunKernelFn)dlsym(m->so, "wl_module_run_kernel");
 		int32_t k = kc ? kc() : 0;
 		if (kn && rk && k > 0 && k < 1000000) {
 			m->run_kernel = rk;
