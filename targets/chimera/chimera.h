@@ -192,8 +192,6 @@ void ch_tile(ChModule *cm);
 int ch_alloc(ChModule *cm, Diag *d);
 /* emit_cpp.c: module.cpp, weights.bin, schedule.json into dir. */
 int ch_emit(ChModule *cm, const char *dir, Diag *d);
-/* emit_cpp.c: the "config" object of schedule.json (also manifest "hardware"). */
-cJSON *ch_config_json(const ChimeraConfig *cfg);
 void ch_free(ChModule *cm);
 /* Element format label for comments: "Q27", "fp16", "f32", "i64", "i32". */
 const char *ch_fmt_label(const Value *v, char buf[16]);
