@@ -18,15 +18,7 @@
 
 typedef enum TargetKind { TARGET_NONE, TARGET_QC_N, TARGET_QC_P, TARGET_QC_U, TARGET_HOST } TargetKind;
 
-typedef struct ChimeraConfig {
-	int cores;              /* --cores 1..4 (default 4) */
-	int pe_rows, pe_cols;   /* preset: 8x8 QC-N, 16x16 QC-P, 32x32 QC-U */
-	int macs_per_pe;        /* --macs-per-pe (default 16) */
-	uint64_t lrm_bytes;     /* per PE, 4096 */
-	uint64_t ocm_bytes;     /* --ocm (default 16 MB = 16 << 20) */
-	double clock_hz;        /* --clock (default 1.7e9) */
-	double ext_bw;          /* --ext-bw, bytes/s (default 128e9), read and write each */
-} ChimeraConfig;
+/* ChimeraConfig: runtime/module/schedule.h (schedule.json and the simulator share it). */
 
 typedef struct HostConfig {
 	const char *cpu;        /* --cpu (default "native") */

@@ -3,6 +3,7 @@
  * pipelines) checks. Writer and reader share these definitions.
  *
  *   manifest.c    manifest.json (DESIGN.md "Formats"): write and read
+ *   schedule.c    schedule.json of a Chimera module (schedule.h): write and read
  *   module_abi.h  the ABI of a host module.so (generator and runtime)
  */
 #ifndef WLOWER_MODULE_H
@@ -10,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 #include "passes/passes.h"
+#include "schedule.h"
 
 /* ---------------------------------------------------------------- manifest.c
  *

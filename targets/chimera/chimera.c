@@ -24,7 +24,7 @@ int chimera_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	ManifestInfo mi = target_manifest_info(o);
 	if (manifest_new(m, &mi, &mf, d) != WL_OK)
 		goto out;
-	cJSON *hw = manifest_hardware(mf), *cfg = ch_config_json(&o->chimera);
+	cJSON *hw = manifest_hardware(mf), *cfg = chimera_config_json(&o->chimera);
 	for (cJSON *it = cfg->child; it; it = it->next)
 		cJSON_AddNumberToObject(hw, it->string, it->valuedouble);
 	cJSON_Delete(cfg);

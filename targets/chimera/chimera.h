@@ -249,8 +249,6 @@ void ch_tile(ChModule *cm);
 int ch_alloc(ChModule *cm, Diag *d);
 /* emit_cpp.c: module.cpp, weights.bin, schedule.json into dir. */
 int ch_emit(ChModule *cm, const char *dir, Diag *d);
-/* emit_cpp.c: the "config" object of schedule.json (also manifest "hardware"). */
-cJSON *ch_config_json(const ChimeraConfig *cfg);
 void ch_free(ChModule *cm);
 /* lower.c: "domain.op_type" (op_type alone in the default domain), and the
  * node's name or else its first output's (for messages, comments, tables). */

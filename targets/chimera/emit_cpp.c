@@ -8,8 +8,9 @@
  *                  and `extern "C" const ccl::Program wl_program`.
  *   weights.bin    the blobs of the kernels (ops/), in kernel then blob
  *                  order, each at a 64-byte aligned offset (zero padding).
- *   schedule.json  the schema in docs/FORMATS.md (kernels in order with
- *                  split, cores, tile, buffers, DMA, per-core counts).
+ *   schedule.json  a Schedule (runtime/module/schedule.h, written by
+ *                  schedule_write): kernels in order with split, cores,
+ *                  tile, buffers, DMA, per-core counts.
  * Everything is in graph order: two compiles give the same bytes.
  */
 #include <stdlib.h>
@@ -262,124 +263,82 @@ static int write_weights(ChModule *cm, const char *dir, Diag *d)
 	return atomic_commit(&af, d);
 }
 
-static void num(cJSON *o, const char *k, double v) { cJSON_AddNumberToObject(o, k, v); }
+_Static_assert((int)CH_MAX_CORES <= (int)SCHEDULE_MAX_CORES, "per_core entries fit a SchedKernel");
 
 static const char *mem_json(int mem) { return mem == CH_MEM_OCM ? "ocm" : "ddr"; }
 
-cJSON *ch_config_json(const ChimeraConfig *cfg)
+/* The Schedule of the lowered module (runtime/module/schedule.h); its arrays
+ * live in the module's arena, its strings are the module's. */
+static void fill_schedule(ChModule *cm, Schedule *s)
 {
-	cJSON *c = cJSON_CreateObject();
-	num(c, "cores", cfg->cores);
-	num(c, "pe_rows", cfg->pe_rows);
-	num(c, "pe_cols", cfg->pe_cols);
-	num(c, "macs_per_pe", cfg->macs_per_pe);
-	num(c, "lrm_bytes", (double)cfg->lrm_bytes);
-	num(c, "ocm_bytes", (double)cfg->ocm_bytes);
-	num(c, "clock_hz", cfg->clock_hz);
-	num(c, "ext_bw", cfg->ext_bw);
-	return c;
-}
-
-static int write_schedule(ChModule *cm, const char *dir, Diag *d)
-{
-	cJSON *r = cJSON_CreateObject();
-	cJSON_AddStringToObject(r, "format", "wlower-schedule");
-	num(r, "version", 1);
-	cJSON_AddStringToObject(r, "target", cm->o->target_name ? cm->o->target_name : "qc-p");
-	cJSON_AddItemToObject(r, "config", ch_config_json(cm->cfg));
-	num(r, "ocm_peak_bytes", (double)cm->ocm_peak);
-	num(r, "lrm_peak_bytes", (double)cm->lrm_peak);
-	num(r, "ddr_bytes", (double)cm->ddr_bytes);
-	num(r, "weights_bytes", (double)cm->weights_bytes);
-	cJSON *sp = cJSON_AddArrayToObject(r, "spills");
-	for (int i = 0; i < cm->nspills; i++) {
-		cJSON *e = cJSON_CreateObject();
-		cJSON_AddStringToObject(e, "value", cm->spills[i]->v->name);
-		num(e, "bytes", (double)cm->spills[i]->bytes);
-		cJSON_AddStringToObject(e, "reason", "does not fit in OCM");
-		cJSON_AddItemToArray(sp, e);
-	}
-	cJSON *ks = cJSON_AddArrayToObject(r, "kernels");
+	Arena *a = cm->a;
+	*s = (Schedule){.target = cm->o->target_name ? cm->o->target_name : "qc-p", .config = *cm->cfg,
+	                .ocm_peak_bytes = cm->ocm_peak, .lrm_peak_bytes = cm->lrm_peak,
+	                .ddr_bytes = cm->ddr_bytes, .weights_bytes = cm->weights_bytes};
+	s->nspills = cm->nspills;
+	s->spills = arena_alloc(a, (size_t)cm->nspills * sizeof *s->spills + 1);
+	for (int i = 0; i < cm->nspills; i++)
+		s->spills[i] = (SchedSpill){.value = cm->spills[i]->v->name, .bytes = cm->spills[i]->bytes,
+		                            .reason = "does not fit in OCM"};
+	s->nkernels = cm->nk;
+	s->kernels = arena_alloc(a, (size_t)cm->nk * sizeof *s->kernels + 1);
 	for (int i = 0; i < cm->nk; i++) {
 		ChKernel *k = &cm->k[i];
-		cJSON *e = cJSON_CreateObject();
-		num(e, "id", i);
-		char fn[32];
-		snprintf(fn, sizeof fn, "k%d", i);
-		cJSON_AddStringToObject(e, "fn", fn);
-		cJSON_AddStringToObject(e, "name", ch_node_label(k->n));
-		cJSON_AddStringToObject(e, "op", ch_op_name(cm->a, k->n));
-		cJSON_AddStringToObject(e, "cpp", k->ki.cpp_name ? k->ki.cpp_name : "");
-		cJSON_AddStringToObject(e, "split", k->split);
-		cJSON *cs = cJSON_AddArrayToObject(e, "cores");
+		SchedKernel *sk = &s->kernels[i];
+		sk->fn = arena_printf(a, "k%d", i);
+		sk->name = ch_node_label(k->n);
+		sk->op = ch_op_name(a, k->n);
+		sk->cpp = k->ki.cpp_name ? k->ki.cpp_name : "";
+		sk->split = k->split;
+		sk->ncores = k->ncores;
+		sk->cores = arena_alloc(a, (size_t)k->ncores * sizeof *sk->cores + 1);
 		for (int c = 0; c < k->ncores; c++)
-			cJSON_AddItemToArray(cs, cJSON_CreateNumber(c));
-		num(e, "macs", (double)k->ki.macs);
-		num(e, "alu_ops", (double)k->ki.alu_ops);
-		cJSON *t = cJSON_AddObjectToObject(e, "tile");
-		num(t, "m", (double)k->tile_m);
-		num(t, "n", (double)k->tile_n);
-		num(t, "k", (double)k->tile_k);
-		num(t, "count", (double)k->tile_count);
-		num(t, "lrm_bytes", (double)k->tile_lrm);
-		cJSON_AddBoolToObject(t, "double_buffered", true);
-		cJSON *bs = cJSON_AddArrayToObject(e, "buffers");
+			sk->cores[c] = c;
+		sk->macs = k->ki.macs;
+		sk->alu_ops = k->ki.alu_ops;
+		sk->has_tile = true;
+		sk->tile = (SchedTile){.m = k->tile_m, .n = k->tile_n, .k = k->tile_k, .count = k->tile_count,
+		                       .lrm_bytes = k->tile_lrm, .double_buffered = true};
+		sk->nbuffers = k->nbuf;
+		sk->buffers = arena_alloc(a, (size_t)k->nbuf * sizeof *sk->buffers + 1);
 		for (int b = 0; b < k->nbuf; b++) {
-			cJSON *x = cJSON_CreateObject();
-			cJSON_AddStringToObject(x, "value", k->buf[b].value);
-			cJSON_AddStringToObject(x, "role", k->buf[b].role);
-			cJSON_AddStringToObject(x, "mem", k->buf[b].mem == CH_MEM_W ? "ddr" : mem_json(k->buf[b].mem));
-			if (k->buf[b].mem == CH_MEM_W)
-				cJSON_AddStringToObject(x, "in_place", "weights.bin");
-			num(x, "offset", (double)k->buf[b].off);
-			num(x, "bytes", (double)k->buf[b].bytes);
-			cJSON_AddItemToArray(bs, x);
+			const ChBuf *cb = &k->buf[b];
+			sk->buffers[b] = (SchedBuffer){.value = cb->value, .role = cb->role,
+			                               .mem = cb->mem == CH_MEM_W ? "ddr" : mem_json(cb->mem),
+			                               .in_place = cb->mem == CH_MEM_W ? "weights.bin" : NULL,
+			                               .offset = cb->off, .bytes = cb->bytes};
 		}
-		cJSON *ds = cJSON_AddArrayToObject(e, "dma");
-		for (int j = 0; j < k->ndma; j++) {
-			cJSON *x = cJSON_CreateObject();
-			cJSON_AddStringToObject(x, "dir", k->dma[j].dir == 0 ? "ddr_to_ocm" : "ocm_to_ddr");
-			num(x, "bytes", (double)k->dma[j].bytes);
-			cJSON_AddStringToObject(x, "what", k->dma[j].what);
-			cJSON_AddItemToArray(ds, x);
-		}
-		/* OCM <-> LRM streams of the tiling (not emulated byte by byte) */
+		/* the DMA of module.cpp, then the OCM <-> LRM streams of the tiling
+		 * (not emulated byte by byte) */
+		sk->dma = arena_alloc(a, (size_t)(k->ndma + 2) * sizeof *sk->dma);
+		for (int j = 0; j < k->ndma; j++)
+			sk->dma[sk->ndma++] = (SchedDma){.dir = k->dma[j].dir == 0 ? SCHED_DDR_TO_OCM : SCHED_OCM_TO_DDR,
+			                                 .bytes = k->dma[j].bytes, .what = k->dma[j].what};
 		uint64_t rd = 0, wr = 0;
 		for (int c = 0; c < k->ncores; c++) {
 			rd += k->core[c].ocm_read;
 			wr += k->core[c].ocm_write;
 		}
-		cJSON *x = cJSON_CreateObject();
-		cJSON_AddStringToObject(x, "dir", "ocm_to_lrm");
-		num(x, "bytes", (double)rd);
-		cJSON_AddStringToObject(x, "what", "activations");
-		cJSON_AddItemToArray(ds, x);
-		x = cJSON_CreateObject();
-		cJSON_AddStringToObject(x, "dir", "lrm_to_ocm");
-		num(x, "bytes", (double)wr);
-		cJSON_AddStringToObject(x, "what", "activations");
-		cJSON_AddItemToArray(ds, x);
-		cJSON *pc = cJSON_AddArrayToObject(e, "per_core");
+		sk->dma[sk->ndma++] = (SchedDma){.dir = SCHED_OCM_TO_LRM, .bytes = rd, .what = "activations"};
+		sk->dma[sk->ndma++] = (SchedDma){.dir = SCHED_LRM_TO_OCM, .bytes = wr, .what = "activations"};
+		sk->nper_core = k->ncores;
 		for (int c = 0; c < k->ncores; c++) {
 			const ChCore *cc = &k->core[c];
-			cJSON *y = cJSON_CreateObject();
-			num(y, "core", cc->core);
-			num(y, "macs", (double)cc->macs);
-			num(y, "alu_ops", (double)cc->alu_ops);
-			num(y, "array_bytes", (double)cc->array_bytes);
-			num(y, "ocm_read", (double)cc->ocm_read);
-			num(y, "ocm_write", (double)cc->ocm_write);
-			num(y, "ext_read", (double)cc->ext_read);
-			num(y, "ext_write", (double)cc->ext_write);
-			cJSON_AddItemToArray(pc, y);
+			sk->per_core[c] = (SchedCore){.core = cc->core, .macs = cc->macs, .alu_ops = cc->alu_ops,
+			                              .array_bytes = cc->array_bytes, .ocm_read = cc->ocm_read,
+			                              .ocm_write = cc->ocm_write, .ext_read = cc->ext_read,
+			                              .ext_write = cc->ext_write};
 		}
-		cJSON_AddItemToArray(ks, e);
 	}
+}
+
+static int write_schedule(ChModule *cm, const char *dir, Diag *d)
+{
+	Schedule s;
+	fill_schedule(cm, &s);
 	char path[4096];
 	snprintf(path, sizeof path, "%s/schedule.json", dir);
-	int rc = json_write_atomic(path, r, d);
-	cJSON_Delete(r);
-	return rc;
+	return schedule_write(path, &s, d);
 }
 
 int ch_emit(ChModule *cm, const char *dir, Diag *d)

@@ -424,7 +424,7 @@ int main(int argc, char **argv)
 	const char *ccl = argv[1], *work = argv[2], *only = argc > 3 ? argv[3] : NULL;
 	mkdir(work, 0777);
 	char path[2048], cmd[8192];
-	snprintf(path, sizeof path, "%s/ops/pp", work);
+	snprintf(path, sizeof path, "%s/kernels.cpp", work);
 	FILE *cpp = fopen(path, "w");
 	if (!cpp) {
 		fprintf(stderr, "%s: cannot write\n", path);
@@ -453,7 +453,7 @@ int main(int argc, char **argv)
 	fprintf(cpp, "\treturn 0;\n}\n");
 	fclose(cpp);
 	const char *cxx = getenv("CXX") && *getenv("CXX") ? getenv("CXX") : "g++";
-	snprintf(cmd, sizeof cmd, "%s -std=c++17 -O2 -march=native -pthread -Wall -Werror -I'%s' '%s/ops/pp' -o '%s/kernels'",
+	snprintf(cmd, sizeof cmd, "%s -std=c++17 -O2 -march=native -pthread -Wall -Werror -I'%s' '%s/kernels.cpp' -o '%s/kernels'",
 	         cxx, ccl, work, work);
 	if (system(cmd) != 0) {
 		fprintf(stderr, "kernel_check: g++ failed: %s\n", cmd);
@@ -483,7 +483,7 @@ int main(int argc, char **argv)
 		Node *n = pp[i].n;
 		bool ok = true;
 		if (cm[i] != pp[i].ki.macs || ca[i] != pp[i].ki.alu_ops) {
-			printf("%-24s counters: kernel macs %llu alu %llu, ops/ macs %llu alu %llu  FAIL\n", cases[i].name,
+			printf("%-24s counters: kernel macs %llu alu %llu, op table macs %llu alu %llu  FAIL\n", cases[i].name,
 			       cm[i], ca[i], (unsigned long long)pp[i].ki.macs, (unsigned long long)pp[i].ki.alu_ops);
 			ok = false;
 		}

@@ -26,38 +26,12 @@
 
 extern char **environ;
 
-/* ---------------------------------------------------------------- schedule.json */
+/* ---------------------------------------------------------------- schedule.json
+ * Read and checked by runtime/module/schedule.c; here the cost model's view. */
 
 static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
-static int num_u64(const char *file, const char *where, const cJSON *o, const char *k, bool req,
-                   uint64_t *out, Diag *d)
-{
-	const cJSON *v = get(o, k);
-	if (!v) {
-		*out = 0;
-		return req ? diag_fail(d, "%s: %s: missing '%s'", file, where, k) : WL_OK;
-	}
-	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble))
-		return diag_fail(d, "%s: %s: '%s' is not a non-negative integer", file, where, k);
-	*out = (uint64_t)v->valuedouble;
-	return WL_OK;
-}
-
-static int num_dbl(const char *file, const char *where, const cJSON *o, const char *k, double *out, Diag *d)
-{
-	const cJSON *v = get(o, k);
-	if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
-		return diag_fail(d, "%s: %s: '%s' missing or not a positive number", file, where, k);
-	*out = v->valuedouble;
-	return WL_OK;
-}
-
-static char *str_or(const cJSON *o, const char *k, const char *dflt)
-{
-	const cJSON *v = get(o, k);
-	return strdup(cJSON_IsString(v) ? v->valuestring : dflt);
-}
+_Static_assert((int)COST_MAX_CORES == (int)SCHEDULE_MAX_CORES, "a CostKernel holds every per_core entry");
 
 void sim_schedule_free(SimSchedule *s)
 {
@@ -68,161 +42,73 @@ void sim_schedule_free(SimSchedule *s)
 		free(s->k[i].split);
 	}
 	free(s->k);
-	cJSON_Delete(s->root);
 	memset(s, 0, sizeof *s);
 }
 
-static int parse_kernel(const char *file, const cJSON *jk, int idx, const ChimeraConfig *cfg,
-                        CostKernel *k, Diag *d)
+static char *dup_str(const char *s)
 {
-	char where[300];
-	snprintf(where, sizeof where, "kernels[%d]", idx);
-	if (!cJSON_IsObject(jk))
-		return diag_fail(d, "%s: %s: not an object", file, where);
-	k->name = str_or(jk, "name", "?");
-	k->op = str_or(jk, "op", "?");
-	k->cpp = str_or(jk, "cpp", "");
-	k->split = str_or(jk, "split", "none");
-	snprintf(where, sizeof where, "kernel '%s'", k->name);
-	if (num_u64(file, where, jk, "macs", true, &k->macs, d) != WL_OK ||
-	    num_u64(file, where, jk, "alu_ops", true, &k->alu_ops, d) != WL_OK)
-		return WL_ERR;
-	const cJSON *t = get(jk, "tile");
-	if (cJSON_IsObject(t)) {
-		uint64_t m, n, kk, c;
-		if (num_u64(file, where, t, "m", false, &m, d) != WL_OK ||
-		    num_u64(file, where, t, "n", false, &n, d) != WL_OK ||
-		    num_u64(file, where, t, "k", false, &kk, d) != WL_OK ||
-		    num_u64(file, where, t, "count", false, &c, d) != WL_OK)
-			return WL_ERR;
-		k->tile_m = (int64_t)m, k->tile_n = (int64_t)n, k->tile_k = (int64_t)kk, k->tile_count = (int64_t)c;
-		k->double_buffered = cJSON_IsTrue(get(t, "double_buffered"));
+	char *p = strdup(s ? s : "");
+	if (!p)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	return p;
+}
+
+/* What the cost model reads of a kernel: its counts, the sums of its DMA and
+ * of its activation buffers (role in/out). */
+static void cost_kernel_of(const SchedKernel *sk, CostKernel *k)
+{
+	k->name = dup_str(sk->name);
+	k->op = dup_str(sk->op);
+	k->cpp = dup_str(sk->cpp);
+	k->split = dup_str(sk->split);
+	k->macs = sk->macs;
+	k->alu_ops = sk->alu_ops;
+	if (sk->has_tile) {
+		k->tile_m = sk->tile.m, k->tile_n = sk->tile.n, k->tile_k = sk->tile.k;
+		k->tile_count = sk->tile.count;
+		k->double_buffered = sk->tile.double_buffered;
 	}
-	const cJSON *bufs = get(jk, "buffers"), *e;
-	cJSON_ArrayForEach(e, bufs) {
-		const cJSON *role = get(e, "role");
-		uint64_t b;
-		if (!cJSON_IsString(role) || (strcmp(role->valuestring, "in") && strcmp(role->valuestring, "out")))
-			continue;
-		if (num_u64(file, where, e, "bytes", true, &b, d) != WL_OK)
-			return WL_ERR;
-		k->act_bytes += b;
+	for (int b = 0; b < sk->nbuffers; b++) {
+		const char *role = sk->buffers[b].role;
+		if (role && (!strcmp(role, "in") || !strcmp(role, "out")))
+			k->act_bytes += sk->buffers[b].bytes;
 	}
-	const cJSON *dma = get(jk, "dma");
-	if (dma && !cJSON_IsArray(dma))
-		return diag_fail(d, "%s: %s: 'dma' is not an array", file, where);
-	cJSON_ArrayForEach(e, dma) {
-		const cJSON *dir = get(e, "dir");
-		uint64_t b;
-		if (!cJSON_IsString(dir))
-			return diag_fail(d, "%s: %s: dma entry without 'dir'", file, where);
-		if (num_u64(file, where, e, "bytes", true, &b, d) != WL_OK)
-			return WL_ERR;
-		if (!strcmp(dir->valuestring, "ddr_to_ocm"))
-			k->ddr_to_ocm += b;
-		else if (!strcmp(dir->valuestring, "ocm_to_ddr"))
-			k->ocm_to_ddr += b;
-		else if (strcmp(dir->valuestring, "ocm_to_lrm") && strcmp(dir->valuestring, "lrm_to_ocm"))
-			return diag_fail(d, "%s: %s: unknown dma dir '%s'", file, where, dir->valuestring);
+	for (int j = 0; j < sk->ndma; j++) {
+		if (sk->dma[j].dir == SCHED_DDR_TO_OCM)
+			k->ddr_to_ocm += sk->dma[j].bytes;
+		else if (sk->dma[j].dir == SCHED_OCM_TO_DDR)
+			k->ocm_to_ddr += sk->dma[j].bytes;
 	}
-	const cJSON *pc = get(jk, "per_core");
-	if (!cJSON_IsArray(pc) || cJSON_GetArraySize(pc) < 1)
-		return diag_fail(d, "%s: %s: missing 'per_core'", file, where);
-	if (cJSON_GetArraySize(pc) > cfg->cores)
-		return diag_fail(d, "%s: %s: %d per_core entries for %d cores", file, where,
-		                 cJSON_GetArraySize(pc), cfg->cores);
-	uint64_t core_macs = 0;
-	cJSON_ArrayForEach(e, pc) {
-		CostCoreCounts *c = &k->core[k->ncores];
-		uint64_t core;
-		if (num_u64(file, where, e, "core", true, &core, d) != WL_OK)
-			return WL_ERR;
-		if (core >= (uint64_t)cfg->cores)
-			return diag_fail(d, "%s: %s: core %llu out of range (cores %d)", file, where,
-			                 (unsigned long long)core, cfg->cores);
-		for (int j = 0; j < k->ncores; j++)
-			if (k->core[j].core == (int)core)
-				return diag_fail(d, "%s: %s: core %d listed twice", file, where, (int)core);
-		c->core = (int)core;
-		if (num_u64(file, where, e, "macs", true, &c->macs, d) != WL_OK ||
-		    num_u64(file, where, e, "alu_ops", true, &c->alu_ops, d) != WL_OK ||
-		    num_u64(file, where, e, "array_bytes", false, &c->array_bytes, d) != WL_OK ||
-		    num_u64(file, where, e, "ocm_read", false, &c->ocm_read, d) != WL_OK ||
-		    num_u64(file, where, e, "ocm_write", false, &c->ocm_write, d) != WL_OK ||
-		    num_u64(file, where, e, "ext_read", false, &c->ext_read, d) != WL_OK ||
-		    num_u64(file, where, e, "ext_write", false, &c->ext_write, d) != WL_OK)
-			return WL_ERR;
-		core_macs += c->macs;
-		k->ncores++;
+	k->ncores = sk->nper_core;
+	for (int c = 0; c < sk->nper_core; c++) {
+		const SchedCore *sc = &sk->per_core[c];
+		k->core[c] = (CostCoreCounts){.core = sc->core, .macs = sc->macs, .alu_ops = sc->alu_ops,
+		                              .array_bytes = sc->array_bytes, .ocm_read = sc->ocm_read,
+		                              .ocm_write = sc->ocm_write, .ext_read = sc->ext_read,
+		                              .ext_write = sc->ext_write};
 	}
-	if (core_macs != k->macs)
-		return diag_fail(d, "%s: %s: per-core MACs sum to %llu, the kernel has %llu", file, where,
-		                 (unsigned long long)core_macs, (unsigned long long)k->macs);
-	return WL_OK;
 }
 
 int sim_schedule_read(const char *dir, SimSchedule *s, Diag *d)
 {
 	memset(s, 0, sizeof *s);
-	char file[4096];
-	snprintf(file, sizeof file, "%s/schedule.json", dir);
-	MappedFile f;
-	if (file_map(file, &f, d) != WL_OK)
+	Schedule sch;
+	if (schedule_read(dir, &sch, d) != WL_OK)
 		return WL_ERR;
-	s->root = f.addr ? cJSON_ParseWithLength(f.addr, f.len) : NULL;
-	if (f.addr)
-		file_unmap(&f);
-	if (!s->root)
-		return diag_fail(d, "%s: not valid JSON", file);
-	const cJSON *r = s->root, *fmt = get(r, "format"), *ver = get(r, "version");
-	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "wlower-schedule"))
-		return diag_fail(d, "%s: 'format' is not \"wlower-schedule\"", file);
-	if (!cJSON_IsNumber(ver) || ver->valueint != 1)
-		return diag_fail(d, "%s: unsupported 'version' (this wlower reads version 1)", file);
-	const cJSON *tg = get(r, "target");
-	snprintf(s->target, sizeof s->target, "%s", cJSON_IsString(tg) ? tg->valuestring : "?");
-	const cJSON *c = get(r, "config");
-	if (!cJSON_IsObject(c))
-		return diag_fail(d, "%s: missing 'config'", file);
-	ChimeraConfig *cfg = &s->cfg;
-	uint64_t cores, rows, cols, mpe;
-	if (num_u64(file, "config", c, "cores", true, &cores, d) != WL_OK ||
-	    num_u64(file, "config", c, "pe_rows", true, &rows, d) != WL_OK ||
-	    num_u64(file, "config", c, "pe_cols", true, &cols, d) != WL_OK ||
-	    num_u64(file, "config", c, "macs_per_pe", true, &mpe, d) != WL_OK ||
-	    num_u64(file, "config", c, "lrm_bytes", true, &cfg->lrm_bytes, d) != WL_OK ||
-	    num_u64(file, "config", c, "ocm_bytes", true, &cfg->ocm_bytes, d) != WL_OK ||
-	    num_dbl(file, "config", c, "clock_hz", &cfg->clock_hz, d) != WL_OK ||
-	    num_dbl(file, "config", c, "ext_bw", &cfg->ext_bw, d) != WL_OK)
-		return WL_ERR;
-	if (cores < 1 || cores > COST_MAX_CORES || rows < 1 || rows > 1024 || cols < 1 || cols > 1024 ||
-	    mpe < 1 || mpe > 4096)
-		return diag_fail(d, "%s: config: cores/pe_rows/pe_cols/macs_per_pe out of range", file);
-	cfg->cores = (int)cores, cfg->pe_rows = (int)rows, cfg->pe_cols = (int)cols;
-	cfg->macs_per_pe = (int)mpe;
-	if (num_u64(file, "schedule", r, "ocm_peak_bytes", false, &s->ocm_peak, d) != WL_OK ||
-	    num_u64(file, "schedule", r, "lrm_peak_bytes", false, &s->lrm_peak, d) != WL_OK ||
-	    num_u64(file, "schedule", r, "ddr_bytes", false, &s->ddr_bytes, d) != WL_OK ||
-	    num_u64(file, "schedule", r, "weights_bytes", false, &s->weights_bytes, d) != WL_OK)
-		return WL_ERR;
-	const cJSON *sp = get(r, "spills");
-	s->nspills = cJSON_IsArray(sp) ? cJSON_GetArraySize(sp) : 0;
-	const cJSON *ks = get(r, "kernels");
-	if (!cJSON_IsArray(ks))
-		return diag_fail(d, "%s: missing 'kernels'", file);
-	s->nk = cJSON_GetArraySize(ks);
+	snprintf(s->target, sizeof s->target, "%s", sch.target);
+	s->cfg = sch.config;
+	s->ocm_peak = sch.ocm_peak_bytes;
+	s->lrm_peak = sch.lrm_peak_bytes;
+	s->ddr_bytes = sch.ddr_bytes;
+	s->weights_bytes = sch.weights_bytes;
+	s->nspills = sch.nspills;
+	s->nk = sch.nkernels;
 	s->k = calloc(s->nk > 0 ? (size_t)s->nk : 1, sizeof *s->k);
 	if (!s->k)
 		wl_die(__FILE__, __LINE__, "out of memory");
-	int i = 0;
-	const cJSON *jk;
-	cJSON_ArrayForEach(jk, ks) {
-		if (parse_kernel(file, jk, i, cfg, &s->k[i], d) != WL_OK) {
-			s->nk = i + 1;
-			return WL_ERR;
-		}
-		i++;
-	}
+	for (int i = 0; i < s->nk; i++)
+		cost_kernel_of(&sch.kernels[i], &s->k[i]);
+	schedule_free(&sch);
 	return WL_OK;
 }
 
@@ -452,10 +338,10 @@ static int check_counters(const char *path, const SimSchedule *s, Diag *d)
 		char where[300];
 		snprintf(where, sizeof where, "kernel '%s'", sk->name);
 		uint64_t macs, alu, d2o, o2d;
-		if (num_u64(path, where, k, "macs", true, &macs, d) != WL_OK ||
-		    num_u64(path, where, k, "alu_ops", true, &alu, d) != WL_OK ||
-		    num_u64(path, where, k, "ddr_to_ocm", true, &d2o, d) != WL_OK ||
-		    num_u64(path, where, k, "ocm_to_ddr", true, &o2d, d) != WL_OK) {
+		if (json_u64(path, where, k, "macs", true, &macs, d) != WL_OK ||
+		    json_u64(path, where, k, "alu_ops", true, &alu, d) != WL_OK ||
+		    json_u64(path, where, k, "ddr_to_ocm", true, &d2o, d) != WL_OK ||
+		    json_u64(path, where, k, "ocm_to_ddr", true, &o2d, d) != WL_OK) {
 			rc = WL_ERR;
 			break;
 		}

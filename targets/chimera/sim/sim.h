@@ -24,9 +24,9 @@ typedef struct SimArgs {
  * report on stdout, profiles. WL_OK, or WL_ERR + Diag (one line). */
 int sim_run(const SimArgs *a, Diag *d);
 
-/* schedule.json, parsed (sim.c). */
+/* schedule.json as the cost model and the report read it (sim.c, from the
+ * Schedule of runtime/module/schedule.h). */
 typedef struct SimSchedule {
-	cJSON *root;
 	char target[32];
 	ChimeraConfig cfg;
 	uint64_t ocm_peak, lrm_peak, ddr_bytes, weights_bytes;
