@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "compiler/driver/commands.h"
 #include "targets/target.h"
+#include "targets/host/hostgen.h"
 
 
 
@@ -61,6 +62,7 @@ static const char usage_main[] =
 "  --clock FREQ          qc-*: clock, e.g. 1.7GHz (default)\n"
 "  --ext-bw BW           qc-*: external (DDR) bandwidth, e.g. 128GBps (default)\n"
 "  --cpu NAME            host: CPU to tune for: native (default), x86-64-v3, skylake-avx512...\n"
+"                        (--cpu help lists the names)\n"
 "  --threads N           host: default thread count recorded in the manifest (0 = all cores)\n"
 "  --emit llvm-ir        host: also write DIR/module.ll (the optimized LLVM IR)\n"
 "\n"
@@ -208,6 +210,14 @@ static int compile(Options *o)
 static int compile_target(Options *o, TargetKind kind)
 {
 	bool chimera = kind != TARGET_HOST;
+	static const char *const chimera_only[] = {"--cores", "--ocm", "--macs-per-pe", "--clock", "--ext-bw", NULL};
+	static const char *const host_only[] = {"--cpu", "--threads", NULL};
+	for (const char *const *n = chimera ? host_only : chimera_only; *n; n++)
+		if (given(o, *n))
+			return cmd_usage(NULL, "%s is an option of %s, not of --target %s", *n,
+			                 chimera ? "--target host" : "the qc-* targets", o->target);
+	if (!chimera && o->cpu && !host_cpu_known(o->cpu))
+		return cmd_usage(NULL, "--cpu: unknown CPU '%s' (64-bit x86; '--cpu help' lists them)", o->cpu);
 	TargetOptions to = {.kind = kind, .target_name = o->target, .model_path = o->model,
 	                    .print_fracbits = o->print_fracbits,
 	                    .fuse = o->pipe.fuse, .t_start_ms = wl_now_ms()};
@@ -299,6 +309,11 @@ int cmd_compile(int argc, char **argv)
 		return rc;
 	if (o.list_passes) {
 		list_passes();
+		return 0;
+	}
+	if (o.cpu && strcmp(o.cpu, "help") == 0) {
+		printf("--cpu names for --target host:\n");
+		host_cpu_list(stdout);
 		return 0;
 	}
 	if (!o.model)

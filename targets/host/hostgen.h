@@ -198,4 +198,9 @@ int hg_emit_argmax(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_layernorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_rmsnorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 
+/* cpus.c: the --cpu names of --target host (64-bit x86 processors of LLVM
+ * 19, and "native"); host_cpu_list prints them, a few per line. */
+bool host_cpu_known(const char *name);
+void host_cpu_list(FILE *f);
+
 #endif
