@@ -10,7 +10,7 @@
  * input and every node output (initializers are not listed: their ranges
  * are in the model).
  *
- * Ranges are over the finite values, NaN skipped. A tensor that held -inf
+ * Ranges are over the finite values, NaN skipped and counted (CalibReport). A tensor that held -inf
  * (+inf) gets min -FLT_MAX (max +FLT_MAX), since JSON has no infinity, and
  * is named in a note on stderr. Integer and bool tensors are recorded too.
  *
@@ -99,23 +99,29 @@ static inline void add_value(Stat *s, double x, uint64_t *hist)
 }
 
 /* float32 without a histogram: min/max in registers (NaN fails both
- * comparisons and drops out); a tensor with infinities takes the slow path. */
+ * comparisons and drops out, counted apart); a tensor with infinities takes
+ * the slow path. */
 static void add_f32(Stat *s, const float *p, int64_t n, uint64_t *hist)
 {
 	float mn = INFINITY, mx = -INFINITY;
 	if (!hist) {
+		int64_t nan = 0;
 		for (int64_t i = 0; i < n; i++) {
 			float v = p[i];
 			mn = v < mn ? v : mn;
 			mx = v > mx ? v : mx;
+			nan += v != v;
 		}
 		if (!isinf(mn) && !isinf(mx)) {   /* finite values, no infinities */
 			add_value(s, mn, NULL);
 			add_value(s, mx, NULL);
+			s->nan += nan;
 			return;
 		}
-		if (mn > mx)
-			return;                       /* empty or all NaN */
+		if (mn > mx) {                    /* empty or all NaN */
+			s->nan += nan;
+			return;
+		}
 	}
 	for (int64_t i = 0; i < n; i++)
 		add_value(s, p[i], hist);
@@ -206,17 +212,17 @@ static const char *base_name(const char *p)
 
 /* Ranges in a stable order: graph inputs, then node outputs in node order,
  * then anything else observed (subgraph values), by id. */
-TRanges *calib_collect(Calib *c, Module *m, const char *model, int64_t S, double percentile,
-                       int *n_inf, char *inf_names, size_t inf_len, int *n_missing, const char **missing)
+TRanges *calib_collect(Calib *c, Module *m, const char *model, int64_t S, double percentile, CalibReport *rep)
 {
 	TRanges *tr = tranges_new(base_name(model), S);
 	bool *done = calloc((size_t)c->nst + 1, 1);
 	if (!done)
 		wl_die(__FILE__, __LINE__, "out of memory");
-	*n_inf = 0;
-	*n_missing = 0;
-	*missing = NULL;
-	inf_names[0] = 0;
+	*rep = (CalibReport){0};
+	int *n_inf = &rep->n_inf, *n_missing = &rep->n_missing;
+	const char **missing = &rep->missing;
+	char *inf_names = rep->inf_names;
+	size_t inf_len = sizeof rep->inf_names;
 	int nv = 0;
 	Graph *g = m->graph;
 	size_t cap = (size_t)g->ninputs + (size_t)c->nst + 1;
@@ -252,8 +258,20 @@ TRanges *calib_collect(Calib *c, Module *m, const char *model, int64_t S, double
 		if (done[v->id])
 			continue;
 		done[v->id] = true;
-		if (!s->seen && !s->neg_inf && !s->pos_inf)
+		if (s->nan > 0) {
+			if (!rep->nan_first)
+				rep->nan_first = v->name;
+			rep->n_nan++;
+			rep->nan_values += s->nan;
+		}
+		if (!s->seen && !s->neg_inf && !s->pos_inf) {
+			if (s->nan > 0) {       /* every value NaN: no range at all */
+				if (!rep->all_nan)
+					rep->all_nan = v->name;
+				rep->n_all_nan++;
+			}
 			continue;           /* empty, or all NaN */
+		}
 		double mn = s->seen ? s->min : (s->neg_inf ? -FLT_MAX : FLT_MAX);
 		double mx = s->seen ? s->max : (s->pos_inf ? FLT_MAX : -FLT_MAX);
 		if (percentile > 0 && percentile < 100 && s->hist && s->seen) {

@@ -14,11 +14,22 @@ Calib *calib_new(bool want_hist);
 void calib_free(Calib *c);
 /* An ExecObserver (ctx = the Calib): records t's finite min/max for v. */
 void calib_observe(void *ctx, const Value *v, const RTensor *t);
+/* What calib_collect noticed, for the command's notes and errors. */
+typedef struct CalibReport {
+	int n_inf;                  /* tensors that held infinities */
+	char inf_names[512];        /* the first few, quoted, comma separated */
+	int n_missing;              /* graph values never observed */
+	const char *missing;        /* the first */
+	int n_nan;                  /* tensors that held NaN (skipped in their range) */
+	int64_t nan_values;         /* NaN values in all */
+	const char *nan_first;
+	int n_all_nan;              /* tensors whose every value was NaN: no range */
+	const char *all_nan;        /* the first */
+} CalibReport;
+
 /* The ranges in a stable order (graph inputs, node outputs in node order,
  * then other observed values); percentile in (0, 100) clips (see
- * calibrate.c). Reports tensors that held infinities (count and the first
- * names, in inf_names) and graph values never observed (count, first). */
-TRanges *calib_collect(Calib *c, Module *m, const char *model, int64_t S, double percentile,
-                       int *n_inf, char *inf_names, size_t inf_len, int *n_missing, const char **missing);
+ * calibrate.c). NaN values are skipped and counted. */
+TRanges *calib_collect(Calib *c, Module *m, const char *model, int64_t S, double percentile, CalibReport *rep);
 
 #endif

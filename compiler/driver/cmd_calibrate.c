@@ -261,18 +261,29 @@ int cmd_calibrate(int argc, char **argv)
 		}
 		progress((int)s + 1, (int)S, t0, tty);
 	}
-	int n_inf, n_missing;
-	const char *missing;
-	char inf_names[512];
-	tr = calib_collect(c, m, a.model, S, a.percentile, &n_inf, inf_names, sizeof inf_names, &n_missing, &missing);
+	CalibReport rep;
+	tr = calib_collect(c, m, a.model, S, a.percentile, &rep);
+	if (rep.n_all_nan) {
+		diag_fail(&d, "%s: tensor '%s' is NaN in every sample (%d tensor%s without a single finite value): "
+		          "no range can be built", a.model, rep.all_nan, rep.n_all_nan, rep.n_all_nan == 1 ? "" : "s");
+		goto fail;
+	}
+	if (tr->n == 0) {
+		diag_fail(&d, "%s: no tensor got a range from %lld samples", a.model, (long long)S);
+		goto fail;
+	}
 	if (tranges_write(a.out, tr, &d) != WL_OK)
 		goto fail;
-	if (n_inf)
+	if (rep.n_nan)
+		fprintf(stderr, "wlower calibrate: note: %d tensor%s held NaN (%lld values in all, first: '%s'); "
+		        "NaN is left out of the ranges\n", rep.n_nan, rep.n_nan == 1 ? "" : "s",
+		        (long long)rep.nan_values, rep.nan_first);
+	if (rep.n_inf)
 		fprintf(stderr, "wlower calibrate: note: %d tensor%s held infinities, recorded as +-3.4e38: %s%s\n",
-		        n_inf, n_inf == 1 ? "" : "s", inf_names, n_inf > 4 ? ", ..." : "");
-	if (n_missing)
+		        rep.n_inf, rep.n_inf == 1 ? "" : "s", rep.inf_names, rep.n_inf > 4 ? ", ..." : "");
+	if (rep.n_missing)
 		fprintf(stderr, "wlower calibrate: warning: the executor reported no values for %d tensor%s "
-		        "(first: '%s'); they have no range\n", n_missing, n_missing == 1 ? "" : "s", missing);
+		        "(first: '%s'); they have no range\n", rep.n_missing, rep.n_missing == 1 ? "" : "s", rep.missing);
 	fprintf(stderr, "wlower calibrate: %lld samples, %d tensors -> %s\n", (long long)S, tr->n, a.out);
 	rc = CMD_OK;
 	goto out;
