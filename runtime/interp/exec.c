@@ -126,7 +126,7 @@ static bool unaligned_readers(const Value *v)
 		return false;
 	for (int i = 0; i < v->nusers; i++) {
 		const Node *n = v->users[i].node;
-		const Kernel *k = n ? kernel_find(n->domain, n->op_type) : NULL;
+		const Kernel *k = n ? ref_kernel(n->op) : NULL;
 		int slot = v->users[i].slot;
 		if (!k || slot < 0 || slot >= 32 || !(k->unaligned_ok >> slot & 1))
 			return false;
@@ -233,11 +233,11 @@ int exec_new(Module *m, int threads, Exec **out, Diag *d)
 	FOR_NODES(g, n) {
 		ENode *en = &e->nodes[ni];
 		en->n = n;
-		en->k = kernel_find(n->domain, n->op_type);
+		en->k = ref_kernel(n->op);
 		if (!en->k) {
-			diag_fail(d, "%s: node '%s' (%s%s%s): no reference kernel for this op", mpath(e),
-			          n->name ? n->name : "", domain_is_default(n->domain) ? "" : n->domain,
-			          domain_is_default(n->domain) ? "" : ".", n->op_type);
+			char op[sizeof d->msg];
+			diag_fail(d, "%s: node '%s' (%s): no reference kernel for this op", mpath(e),
+			          n->name ? n->name : "", node_op_name(n, op, sizeof op));
 			goto fail;
 		}
 		en->nin = n->ninputs;
