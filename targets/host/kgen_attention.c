@@ -1,6 +1,6 @@
 /* kgen_attention.c — host kernels of ai.wlower.WhisperAttention and
  * ai.wlower.GroupQueryAttention (docs/OPS.md; reference semantics in
- * runtime/kernels_fused_attention.c).
+ * runtime/interp/ref_fused_attention.c).
  *
  * Tiled online-softmax ("flash") attention: no T x L score matrix exists in
  * memory. Two parallel phases over api->parallel_for:

@@ -1,5 +1,5 @@
 /* kgen_conv.c — host kernel of ai.wlower.ConvStem (docs/OPS.md; reference
- * runtime/kernels_fused.c):
+ * runtime/interp/ref_fused.c):
  *   Conv1(k3, s1, p1) → GELU → Conv2(k3, s2, p1) → GELU → transpose → + pos.
  *
  * Both convolutions are direct (im2col-free) GEMMs in time-major layout:

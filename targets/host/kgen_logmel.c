@@ -1,5 +1,5 @@
 /* kgen_logmel.c — host kernel of ai.wlower.LogMel (docs/OPS.md; reference
- * runtime/kernels_fused.c): Whisper's log-mel spectrogram.
+ * runtime/interp/ref_fused.c): Whisper's log-mel spectrogram.
  *
  *   frames t = 0 .. N/160 − 1 (the last STFT frame dropped): 400 samples at
  *   t·160 − 200, reflect padded, times the periodic Hann window (float);
