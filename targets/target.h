@@ -50,5 +50,7 @@ ManifestInfo target_manifest_info(const TargetOptions *o);
 /* Each writes its files into dir (exists, empty). WL_OK or WL_ERR + Diag. */
 int chimera_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d);
 int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d);
+/* True when op has a host kernel (targets/host/hg_kernels.c). */
+bool host_op_supported(Op op);
 
 #endif

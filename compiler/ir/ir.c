@@ -97,8 +97,7 @@ void module_add_mapping(Module *m, void *addr, size_t len)
 void module_set_opset(Module *m, const char *domain, int64_t version)
 {
 	for (int i = 0; i < m->nopsets; i++)
-		if (domain_is_default(m->opsets[i].domain) == domain_is_default(domain) &&
-		    (domain_is_default(domain) || strcmp(m->opsets[i].domain, domain) == 0)) {
+		if (domain_eq(m->opsets[i].domain, domain)) {
 			if (m->opsets[i].version < version)
 				m->opsets[i].version = version;
 			return;
@@ -109,12 +108,9 @@ void module_set_opset(Module *m, const char *domain, int64_t version)
 
 int64_t module_opset(const Module *m, const char *domain)
 {
-	for (int i = 0; i < m->nopsets; i++) {
-		const char *d = m->opsets[i].domain;
-		if (domain_is_default(d) ? domain_is_default(domain)
-		                         : (!domain_is_default(domain) && strcmp(d, domain) == 0))
+	for (int i = 0; i < m->nopsets; i++)
+		if (domain_eq(m->opsets[i].domain, domain))
 			return m->opsets[i].version;
-	}
 	return 0;
 }
 
@@ -258,6 +254,15 @@ Node *node_new(Graph *g, const char *op_type, const char *domain, const char *na
 	n->doc = "";
 	n->op = op_lookup(n->domain, n->op_type);
 	return n;
+}
+
+const char *node_op_name(const Node *n, char *buf, size_t len)
+{
+	if (domain_is_default(n->domain))
+		snprintf(buf, len, "%s", n->op_type);
+	else
+		snprintf(buf, len, "%s.%s", n->domain, n->op_type);
+	return buf;
 }
 
 static void link_between(Graph *g, Node *prev, Node *n, Node *next)

@@ -179,9 +179,12 @@ typedef struct OpInfo {
 	int min_in, max_in, min_out, max_out;
 } OpInfo;
 extern const OpInfo op_info[OP_COUNT_];
-/* domain NULL or "" or "ai.onnx" means the default domain. */
-Op op_lookup(const char *domain, const char *op_type);
+/* Domains: NULL, "" and "ai.onnx" all mean the default domain (ai.onnx);
+ * every comparison of domains goes through these two. */
 bool domain_is_default(const char *domain);
+bool domain_eq(const char *a, const char *b);
+/* The op of (domain, op_type), OP_UNKNOWN if ops.def has no such row. */
+Op op_lookup(const char *domain, const char *op_type);
 
 /* ---------------------------------------------------------------- IR */
 
@@ -314,6 +317,9 @@ void graph_remove_init(Graph *g, Value *v);
 
 /* Nodes. op_type/domain are copied; op is looked up in the op table. */
 Node *node_new(Graph *g, const char *op_type, const char *domain, const char *name);
+/* The op as messages name it: "Softmax", "com.microsoft.GroupQueryAttention"
+ * (op_type, after the domain unless that is the default one); into buf. */
+const char *node_op_name(const Node *n, char *buf, size_t len);
 void node_append(Graph *g, Node *n);             /* at the end */
 void node_insert_before(Node *pos, Node *n);
 void node_insert_after(Node *pos, Node *n);

@@ -1,4 +1,5 @@
-/* ops.c — the op table generated from ops.def, and lookup by (domain, name). */
+/* ops.c — the op table generated from ops.def, lookup by (domain, name), and
+ * the one place that knows which domain names mean the default domain. */
 #include <string.h>
 #include "ir.h"
 
@@ -14,7 +15,7 @@ bool domain_is_default(const char *d)
 	return !d || !*d || strcmp(d, "ai.onnx") == 0;
 }
 
-static bool same_domain(const char *a, const char *b)
+bool domain_eq(const char *a, const char *b)
 {
 	if (domain_is_default(a) || domain_is_default(b))
 		return domain_is_default(a) && domain_is_default(b);
@@ -26,7 +27,7 @@ Op op_lookup(const char *domain, const char *op_type)
 	if (!op_type)
 		return OP_UNKNOWN;
 	for (int i = 1; i < OP_COUNT_; i++)
-		if (strcmp(op_info[i].name, op_type) == 0 && same_domain(op_info[i].domain, domain))
+		if (strcmp(op_info[i].name, op_type) == 0 && domain_eq(op_info[i].domain, domain))
 			return (Op)i;
 	/* ONNX Runtime registers SimplifiedLayerNormalization in both domains. */
 	if (strcmp(op_type, "SimplifiedLayerNormalization") == 0 && domain && strcmp(domain, "com.microsoft") == 0)

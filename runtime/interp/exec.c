@@ -126,7 +126,7 @@ static bool unaligned_readers(const Value *v)
 		return false;
 	for (int i = 0; i < v->nusers; i++) {
 		const Node *n = v->users[i].node;
-		const Kernel *k = n ? kernel_find(n->domain, n->op_type) : NULL;
+		const Kernel *k = n ? ref_kernel(n->op) : NULL;
 		int slot = v->users[i].slot;
 		if (!k || slot < 0 || slot >= 32 || !(k->unaligned_ok >> slot & 1))
 			return false;
@@ -233,11 +233,11 @@ int exec_new(Module *m, int threads, Exec **out, Diag *d)
 	FOR_NODES(g, n) {
 		ENode *en = &e->nodes[ni];
 		en->n = n;
-		en->k = kernel_find(n->domain, n->op_type);
+		en->k = ref_kernel(n->op);
 		if (!en->k) {
-			diag_fail(d, "%s: node '%s' (%s%s%s): no reference kernel for this op", mpath(e),
-			          n->name ? n->name : "", domain_is_default(n->domain) ? "" : n->domain,
-			          domain_is_default(n->domain) ? "" : ".", n->op_type);
+			char op[sizeof d->msg];
+			diag_fail(d, "%s: node '%s' (%s): no reference kernel for this op", mpath(e),
+			          n->name ? n->name : "", node_op_name(n, op, sizeof op));
 			goto fail;
 		}
 		en->nin = n->ninputs;
@@ -490,23 +490,27 @@ static int check_bound(Exec *e, Diag *d)
 }
 
 /* Signature of the bound inputs: dtype and dims of each, and the bytes of
- * those whose values decide shapes. */
-static size_t make_sig(Exec *e, unsigned char *buf)
+ * those whose values decide shapes. Walks it once: copies it to `out` and/or
+ * compares it with `ref` (either may be NULL). Returns its length, or
+ * SIZE_MAX at the first byte that differs from ref. */
+static size_t sig_walk(const Exec *e, unsigned char *out, const unsigned char *ref)
 {
 	size_t k = 0;
 	for (int i = 0; i < e->ninputs; i++) {
-		Slot *sl = &e->slots[e->inputs[i]];
+		const Slot *sl = &e->slots[e->inputs[i]];
 		int64_t hdr[2 + RT_MAX_DIMS] = {sl->t.dtype, sl->t.ndim};
 		for (int j = 0; j < sl->t.ndim; j++)
 			hdr[2 + j] = sl->t.dims[j];
-		size_t hl = sizeof(int64_t) * (size_t)(2 + sl->t.ndim);
-		if (buf)
-			memcpy(buf + k, hdr, hl);
-		k += hl;
-		if (sl->need_data) {
-			if (buf && sl->t.nbytes)
-				memcpy(buf + k, sl->t.data, sl->t.nbytes);
-			k += sl->t.nbytes;
+		const void *part[2] = {hdr, sl->t.data};
+		size_t len[2] = {sizeof(int64_t) * (size_t)(2 + sl->t.ndim), sl->need_data ? sl->t.nbytes : 0};
+		for (int p = 0; p < 2; p++) {
+			if (!len[p])
+				continue;
+			if (out)
+				memcpy(out + k, part[p], len[p]);
+			if (ref && memcmp(ref + k, part[p], len[p]) != 0)
+				return SIZE_MAX;
+			k += len[p];
 		}
 	}
 	return k;
@@ -696,11 +700,11 @@ int exec_prepare(Exec *e, Diag *d)
 	e->arena_bytes = total;
 	free_dyn(e);
 	free(e->sig);
-	e->sig_len = make_sig(e, NULL);
+	e->sig_len = sig_walk(e, NULL, NULL);
 	e->sig = malloc(e->sig_len ? e->sig_len : 1);
 	if (!e->sig)
 		wl_die(__FILE__, __LINE__, "out of memory");
-	make_sig(e, e->sig);
+	sig_walk(e, e->sig, NULL);
 	e->planned = true;
 	e->replan = false;
 	e->plans++;
@@ -711,28 +715,8 @@ static bool sig_matches(Exec *e)
 {
 	if (!e->planned || e->replan)
 		return false;
-	size_t n = make_sig(e, NULL);
-	if (n != e->sig_len)
-		return false;
-	/* compare without allocating: walk the same layout */
-	const unsigned char *s = e->sig;
-	size_t k = 0;
-	for (int i = 0; i < e->ninputs; i++) {
-		Slot *sl = &e->slots[e->inputs[i]];
-		int64_t hdr[2 + RT_MAX_DIMS] = {sl->t.dtype, sl->t.ndim};
-		for (int j = 0; j < sl->t.ndim; j++)
-			hdr[2 + j] = sl->t.dims[j];
-		size_t hl = sizeof(int64_t) * (size_t)(2 + sl->t.ndim);
-		if (memcmp(s + k, hdr, hl) != 0)
-			return false;
-		k += hl;
-		if (sl->need_data) {
-			if (sl->t.nbytes && memcmp(s + k, sl->t.data, sl->t.nbytes) != 0)
-				return false;
-			k += sl->t.nbytes;
-		}
-	}
-	return true;
+	/* the same length first, so that comparing stays inside e->sig */
+	return sig_walk(e, NULL, NULL) == e->sig_len && sig_walk(e, NULL, e->sig) == e->sig_len;
 }
 
 /* ---------------------------------------------------------------- run */

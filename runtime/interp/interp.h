@@ -1,14 +1,15 @@
-/* rt.h — runtime tensors and the reference executor's interface.
+/* interp.h — runtime tensors and the reference executor's interface.
  *
  *   npy.c        RTensor helpers, float16 conversion, .npy read/write (float32,
  *                float16, int64, int32, int8, uint8, bool) and ONNX
  *                TensorProto .pb files
  *   threadpool.c a small fixed pool: parallel_for over index ranges
  *   exec.c       the float reference executor: plans buffers once, runs the
- *                graph node by node with the kernels of kernels_*.c
- *   kernels_*.c  one file per op family; every op of the Whisper/Qwen2 exports
+ *                graph node by node with the kernels of ref_table.c
+ *   ref_table.c  the op table: Op → reference kernel
+ *   ref_*.c      one file per op family; every op of the Whisper/Qwen2 exports
  *                and every ai.wlower/com.microsoft custom op we use
- *                (private interface: runtime/kernels.h)
+ *                (private interface: runtime/interp/ref.h)
  *   metrics.c    PSNR, max error and token agreement against a reference
  */
 #ifndef WLOWER_RT_H
@@ -72,6 +73,8 @@ void parallel_for(ThreadPool *p, int64_t n, int64_t grain, ParallelFn fn, void *
  * steady state. Initializers are read in place. The Module must outlive the
  * Exec. threads <= 0: one per online CPU. */
 typedef struct Exec Exec;
+/* True when op has a reference kernel (ref_table.c); false for OP_UNKNOWN. */
+bool interp_op_supported(Op op);
 int exec_new(Module *m, int threads, Exec **out, Diag *d);
 void exec_free(Exec *e);
 int exec_input_count(const Exec *e);

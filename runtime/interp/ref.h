@@ -1,20 +1,22 @@
-/* kernels.h — the reference kernels' private interface (runtime/ only).
+/* ref.h — the reference kernels' private interface (runtime/interp/ only).
  *
- *   kernels_util.c         registry (kernel_find), messages, element access
- *                          for any numeric dtype, broadcasting, attributes
- *   kernels_elementwise.c  unary/binary/variadic elementwise ops, Where, Clip,
+ *   ref_table.c            the op table: Op → kernel (ref_kernels[OP_COUNT_])
+ *   ref_util.c             messages, element access for any numeric dtype,
+ *                          broadcasting, attributes
+ *   ref_elementwise.c      unary/binary/variadic elementwise ops, Where, Clip,
  *                          Cast, comparisons and logic, with broadcasting
- *   kernels_reduce.c       Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax, CumSum
- *   kernels_matmul.c       the blocked GEMM, MatMul, Gemm, Conv,
+ *   ref_reduce.c           Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax, CumSum
+ *   ref_matmul.c           the blocked GEMM, MatMul, Gemm, Conv,
  *                          com.microsoft MatMulNBits
- *   kernels_shape.c        shape and data movement (Reshape, Transpose, Gather,
+ *   ref_shape.c            shape and data movement (Reshape, Transpose, Gather,
  *                          Slice, Concat, Split, Expand, Tile, Range, ...)
- *   kernels_norm.c         LayerNormalization, (Skip)(Simplified)LayerNorm,
+ *   ref_norm.c             LayerNormalization, (Skip)(Simplified)LayerNorm,
  *                          Gelu variants
- *   kernels_fused_attention.c  ai.wlower WhisperAttention, GroupQueryAttention
- *   kernels_fused.c        ai.wlower ConvStem, LogMel, GreedyArgMax
- *   kernels_attention.c    com.microsoft RotaryEmbedding, GroupQueryAttention,
+ *   ref_fused_attention.c  ai.wlower WhisperAttention, GroupQueryAttention
+ *   ref_fused.c            ai.wlower ConvStem, LogMel, GreedyArgMax
+ *   ref_attention.c        com.microsoft RotaryEmbedding, GroupQueryAttention,
  *                          MultiHeadAttention
+ *   ref_contrib.c          com.microsoft Attention
  *
  * A kernel is three functions over a KCall (one node, its input and output
  * tensors):
@@ -26,13 +28,15 @@
  *            i = input i), e.g. Reshape's shape. Sets c->scratch (bytes per
  *            thread) if run needs temporary memory.
  *   run      computes the outputs (their data is allocated by the executor).
+ * A kernel serving several ops (Add and Sub, the Reduce* family) tells them
+ * apart by c->node->op, never by the op's name.
  * Errors are one line: "MODEL: node 'NAME' (OpType): what" (kfail adds the
  * prefix). Kernels never allocate in run; they use the scratch they asked
  * for: kscratch(c, tid) is 64-byte aligned, c->scratch bytes per thread, and
  * c->shared_base, c->shared bytes for the whole node.
  */
-#ifndef WLOWER_KERNELS_H
-#define WLOWER_KERNELS_H
+#ifndef WLOWER_REF_H
+#define WLOWER_REF_H
 
 #include <math.h>
 #include <string.h>
@@ -55,12 +59,13 @@ typedef struct KCall {
 	void *shared_base;      /* run: `shared` bytes, 64-byte aligned */
 } KCall;
 
+typedef int KFn(KCall *c, Diag *d);
+
+/* A row of the op table (ref_table.c). */
 typedef struct Kernel {
-	const char *domain;     /* "" = ai.onnx */
-	const char *name;
-	int (*prepare)(KCall *c, Diag *d);
-	int (*infer)(KCall *c, Diag *d);
-	int (*run)(KCall *c, Diag *d);
+	KFn *prepare;           /* optional */
+	KFn *infer;
+	KFn *run;               /* NULL: the op has no reference kernel */
 	unsigned data_inputs;
 	bool shape_only;        /* run reads only its inputs' shapes (Shape, Size) */
 	unsigned unaligned_ok;  /* inputs read safely at any address (bit i = input i):
@@ -68,14 +73,41 @@ typedef struct Kernel {
 	                           is used in place, otherwise exec copies it */
 } Kernel;
 
-/* Per family tables, each ended by a {0} row. */
-extern const Kernel kernels_elementwise[], kernels_reduce[], kernels_matmul[],
-	kernels_shape[], kernels_norm[], kernels_attention[],
-	kernels_fused_attention[], kernels_fused[];
-extern const Kernel kernels_contrib[];   /* kernels_contrib.c: com.microsoft Attention */
-const Kernel *kernel_find(const char *domain, const char *op_type);
-/* Calls fn(name, domain) for every registered kernel (tests, docs). */
-void kernel_foreach(void (*fn)(void *ctx, const char *domain, const char *name), void *ctx);
+/* The kernel of op, or NULL (no reference kernel; also for OP_UNKNOWN). */
+const Kernel *ref_kernel(Op op);
+
+/* The kernels' entry points, by family (the table names them per op). */
+/* ref_elementwise.c */
+KFn ref_bin_prepare, ref_bin_infer, ref_bin_run, ref_var_infer, ref_var_run, ref_un_prepare, ref_un_infer,
+	ref_un_run, ref_clip_infer, ref_clip_run, ref_cast_infer, ref_cast_run, ref_where_infer, ref_where_run,
+	ref_expand_infer, ref_expand_run;
+/* ref_reduce.c */
+KFn ref_red_prepare, ref_red_infer, ref_red_run, ref_arg_infer, ref_arg_run, ref_sm_infer, ref_sm_run,
+	ref_cumsum_infer, ref_cumsum_run;
+/* ref_matmul.c */
+KFn ref_matmul_infer, ref_matmul_run, ref_gemm_infer, ref_gemm_run_op, ref_conv_infer, ref_conv_run,
+	ref_nbits_prepare, ref_nbits_infer, ref_nbits_run, ref_wl_nbits_prepare, ref_wl_nbits_infer,
+	ref_wl_nbits_run;
+/* ref_shape.c */
+KFn ref_copy_run, ref_reshape_infer, ref_flatten_infer, ref_squeeze_infer, ref_unsqueeze_infer,
+	ref_identity_infer, ref_dropout_infer, ref_dropout_run, ref_transpose_infer, ref_transpose_run,
+	ref_gather_infer, ref_gather_run, ref_gatherel_infer, ref_gatherel_run, ref_concat_infer, ref_concat_run,
+	ref_slice_infer, ref_slice_run, ref_split_infer, ref_split_run, ref_tile_infer, ref_tile_run,
+	ref_pad_infer, ref_pad_run, ref_shape_infer, ref_shape_run, ref_size_infer, ref_size_run,
+	ref_const_prepare, ref_const_infer, ref_const_run, ref_cos_infer, ref_cos_run, ref_range_infer,
+	ref_range_run, ref_trilu_infer, ref_trilu_run;
+/* ref_norm.c */
+KFn ref_ln_infer, ref_ln_run, ref_skip_infer, ref_skip_run, ref_bn_infer, ref_bn_run, ref_gelu_infer,
+	ref_gelu_run;
+/* ref_attention.c */
+KFn ref_rot_infer, ref_rot_run, ref_gqa_infer, ref_gqa_run, ref_mha_infer, ref_mha_run;
+/* ref_fused_attention.c */
+KFn ref_wa_prepare, ref_wa_infer, ref_wa_run, ref_gq_prepare, ref_gq_infer, ref_gq_run;
+/* ref_fused.c */
+KFn ref_stem_prepare, ref_stem_infer, ref_stem_run, ref_lm_prepare, ref_lm_infer, ref_lm_run, ref_am_infer,
+	ref_am_run;
+/* ref_contrib.c */
+KFn ref_msa_infer, ref_msa_run;
 
 /* ---------------------------------------------------------------- util */
 

@@ -1,4 +1,4 @@
-/* kernels_attention.c — com.microsoft RotaryEmbedding, GroupQueryAttention
+/* ref_attention.c — com.microsoft RotaryEmbedding, GroupQueryAttention
  * and MultiHeadAttention, as ONNX Runtime's CPU kernels define them
  * (docs/ContribOperators.md and contrib_ops/cpu/bert), float32.
  *
@@ -114,7 +114,7 @@ static int rot_params(const KCall *c, Diag *d, RotP *p)
 	return WL_OK;
 }
 
-static int rot_infer(KCall *c, Diag *d)
+int ref_rot_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM(DT_FLOAT)) || need_in(c, d, 1, DTM_IDX) || need_in(c, d, 2, DTM(DT_FLOAT)) ||
 	    need_in(c, d, 3, DTM(DT_FLOAT)))
@@ -126,7 +126,7 @@ static int rot_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int rot_run(KCall *c, Diag *d)
+int ref_rot_run(KCall *c, Diag *d)
 {
 	RotP p;
 	if (rot_params(c, d, &p))
@@ -294,7 +294,7 @@ static int64_t gqa_pos(const KCall *c, const Gqa *g, int64_t b, int64_t s)
 	return get_i64(c->in[5]->data, c->in[5]->dtype, b) + 1 - g->S + s;
 }
 
-static int gqa_infer(KCall *c, Diag *d)
+int ref_gqa_infer(KCall *c, Diag *d)
 {
 	Gqa g;
 	if (gqa_params(c, d, &g))
@@ -356,7 +356,7 @@ static void gqa_par(void *ctx, int64_t i0, int64_t i1, int tid)
 	}
 }
 
-static int gqa_run(KCall *c, Diag *d)
+int ref_gqa_run(KCall *c, Diag *d)
 {
 	Gqa g;
 	if (gqa_params(c, d, &g))
@@ -515,7 +515,7 @@ static int mha_params(const KCall *c, Diag *d, Mha *m)
 	return WL_OK;
 }
 
-static int mha_infer(KCall *c, Diag *d)
+int ref_mha_infer(KCall *c, Diag *d)
 {
 	Mha m;
 	if (mha_params(c, d, &m))
@@ -586,7 +586,7 @@ static void mha_par(void *ctx, int64_t i0, int64_t i1, int tid)
 	}
 }
 
-static int mha_run(KCall *c, Diag *d)
+int ref_mha_run(KCall *c, Diag *d)
 {
 	Mha m;
 	if (mha_params(c, d, &m))
@@ -630,11 +630,3 @@ static int mha_run(KCall *c, Diag *d)
 	parallel_for(c->pool, m.B * m.N, 1, mha_par, &j);
 	return WL_OK;
 }
-
-/* unaligned_ok: inputs are read through ufloat or memcpy-based accessors */
-const Kernel kernels_attention[] = {
-	{"com.microsoft", "RotaryEmbedding", NULL, rot_infer, rot_run, 0, false, ~0u},
-	{"com.microsoft", "GroupQueryAttention", NULL, gqa_infer, gqa_run, (1u << 5) | (1u << 6), false, ~0u},
-	{"com.microsoft", "MultiHeadAttention", NULL, mha_infer, mha_run, 0, false, ~0u},
-	{0},
-};

@@ -1,4 +1,4 @@
-/* kernels_contrib.c — com.microsoft Attention (ONNX Runtime contrib op):
+/* ref_contrib.c — com.microsoft Attention (ONNX Runtime contrib op):
  * the BERT/GPT-2 style self-attention with a packed QKV projection.
  *
  *   qkv = input [B,S,Din] · weights [Din, Dq+Dk+Dv] (+ bias [Dq+Dk+Dv])
@@ -98,7 +98,7 @@ static int msa_params(KCall *c, Diag *d, MsAtt *a)
 	return WL_OK;
 }
 
-static int msa_infer(KCall *c, Diag *d)
+int ref_msa_infer(KCall *c, Diag *d)
 {
 	MsAtt a;
 	if (msa_params(c, d, &a))
@@ -116,7 +116,7 @@ static int msa_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int msa_run(KCall *c, Diag *d)
+int ref_msa_run(KCall *c, Diag *d)
 {
 	MsAtt a;
 	if (msa_params(c, d, &a))
@@ -179,8 +179,3 @@ static int msa_run(KCall *c, Diag *d)
 			}
 	return WL_OK;
 }
-
-const Kernel kernels_contrib[] = {
-	{"com.microsoft", "Attention", NULL, msa_infer, msa_run, 0, false, (1u << 0) | (1u << 1) | (1u << 2) | (1u << 5)},
-	{0},
-};

@@ -1,4 +1,4 @@
-/* kernels_elementwise.c — elementwise ops with multidirectional broadcasting.
+/* ref_elementwise.c — elementwise ops with multidirectional broadcasting.
  *
  * One engine serves every op here: the output shape is the broadcast of the
  * inputs; dimensions of size 1 are dropped and adjacent dimensions merged
@@ -336,22 +336,20 @@ static void row_bin(const EwJob *j, void *o, const void *const *in, const int64_
 	}
 }
 
-static const struct { const char *name; int op; uint32_t types; } bin_ops[] = {
-	{"Add", B_ADD, DTM_NUM}, {"Sub", B_SUB, DTM_NUM}, {"Mul", B_MUL, DTM_NUM},
-	{"Div", B_DIV, DTM_NUM}, {"Pow", B_POW, DTM_NUM}, {"Mod", B_MOD, DTM_NUM},
-	{"Equal", B_EQ, DTM_ALL}, {"Less", B_LT, DTM_NUM}, {"Greater", B_GT, DTM_NUM},
-	{"LessOrEqual", B_LE, DTM_NUM}, {"GreaterOrEqual", B_GE, DTM_NUM},
-	{"And", B_AND, DTM(DT_BOOL)}, {"Or", B_OR, DTM(DT_BOOL)}, {"Xor", B_XOR, DTM(DT_BOOL)},
-	{"BitShift", B_SHL, DTM(DT_UINT8) | DTM(DT_UINT16) | DTM(DT_UINT32) | DTM(DT_UINT64)},
-	{"PRelu", B_PRELU, DTM_NUM},
+static const struct { int op; uint32_t types; } bin_ops[OP_COUNT_] = {
+	[OP_Add] = {B_ADD, DTM_NUM}, [OP_Sub] = {B_SUB, DTM_NUM}, [OP_Mul] = {B_MUL, DTM_NUM},
+	[OP_Div] = {B_DIV, DTM_NUM}, [OP_Pow] = {B_POW, DTM_NUM}, [OP_Mod] = {B_MOD, DTM_NUM},
+	[OP_Equal] = {B_EQ, DTM_ALL}, [OP_Less] = {B_LT, DTM_NUM}, [OP_Greater] = {B_GT, DTM_NUM},
+	[OP_LessOrEqual] = {B_LE, DTM_NUM}, [OP_GreaterOrEqual] = {B_GE, DTM_NUM},
+	[OP_And] = {B_AND, DTM(DT_BOOL)}, [OP_Or] = {B_OR, DTM(DT_BOOL)}, [OP_Xor] = {B_XOR, DTM(DT_BOOL)},
+	[OP_BitShift] = {B_SHL, DTM(DT_UINT8) | DTM(DT_UINT16) | DTM(DT_UINT32) | DTM(DT_UINT64)},
+	[OP_PRelu] = {B_PRELU, DTM_NUM},
 };
 
-static int bin_prepare(KCall *c, Diag *d)
+int ref_bin_prepare(KCall *c, Diag *d)
 {
 	int *st = arena_alloc(c->arena, sizeof(int) * 2);
-	for (size_t i = 0; i < sizeof bin_ops / sizeof bin_ops[0]; i++)
-		if (!strcmp(bin_ops[i].name, c->node->op_type))
-			st[0] = (int)i;
+	st[0] = c->node->op;
 	c->state = st;
 	int op = bin_ops[st[0]].op;
 	if (op == B_MOD) {
@@ -370,7 +368,7 @@ static int bin_prepare(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int bin_infer(KCall *c, Diag *d)
+int ref_bin_infer(KCall *c, Diag *d)
 {
 	const int *st = c->state;
 	uint32_t types = bin_ops[st[0]].types;
@@ -392,7 +390,7 @@ static int bin_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int bin_run(KCall *c, Diag *d)
+int ref_bin_run(KCall *c, Diag *d)
 {
 	const int *st = c->state;
 	EwJob j = {.op = st[1], .row = row_bin};
@@ -402,7 +400,7 @@ static int bin_run(KCall *c, Diag *d)
 }
 
 /* Variadic Max, Min, Sum, Mean: fold into the output, in input order. */
-static int var_infer(KCall *c, Diag *d)
+int ref_var_infer(KCall *c, Diag *d)
 {
 	if (c->nin < 1)
 		return kfail(c, d, "needs at least one input");
@@ -430,10 +428,10 @@ static void row_copy(const EwJob *j, void *o, const void *const *in, const int64
 			memcpy((char *)o + i * es, in[0], (size_t)es);
 }
 
-static int var_run(KCall *c, Diag *d)
+int ref_var_run(KCall *c, Diag *d)
 {
-	const char *t = c->node->op_type;
-	int op = !strcmp(t, "Max") ? B_MAX : !strcmp(t, "Min") ? B_MIN : B_ADD;
+	Op t = c->node->op;
+	int op = t == OP_Max ? B_MAX : t == OP_Min ? B_MIN : B_ADD;
 	RTensor *o = c->out[0];
 	EwJob j0 = {.row = row_copy};
 	ew_run(c, &j0, 1, c->in, o);
@@ -442,7 +440,7 @@ static int var_run(KCall *c, Diag *d)
 		EwJob j = {.op = op, .row = row_bin};
 		ew_run(c, &j, 2, pair, o);
 	}
-	if (!strcmp(t, "Mean") && c->nin > 1) {
+	if (t == OP_Mean && c->nin > 1) {
 		int64_t n = rt_numel(o);
 		for (int64_t i = 0; i < n; i++) {
 			if (dt_is_float(o->dtype))
@@ -465,23 +463,22 @@ enum {
 	U_ISNAN, U_ISINF, U_NOT, U_SILU,
 };
 
-static const struct { const char *dom, *name; int op; uint32_t types; } un_ops[] = {
-	{"", "Sqrt", U_SQRT, DTM_FLOATS}, {"", "Erf", U_ERF, DTM_FLOATS}, {"", "Tanh", U_TANH, DTM_FLOATS},
-	{"", "Sigmoid", U_SIGMOID, DTM_FLOATS}, {"", "Neg", U_NEG, DTM_NUM}, {"", "Exp", U_EXP, DTM_FLOATS},
-	{"", "Log", U_LOG, DTM_FLOATS}, {"", "Cos", U_COS, DTM_FLOATS}, {"", "Sin", U_SIN, DTM_FLOATS},
-	{"", "Relu", U_RELU, DTM_NUM}, {"", "Abs", U_ABS, DTM_NUM}, {"", "Floor", U_FLOOR, DTM_FLOATS},
-	{"", "Ceil", U_CEIL, DTM_FLOATS}, {"", "Reciprocal", U_RECIP, DTM_FLOATS},
-	{"", "Softplus", U_SOFTPLUS, DTM_FLOATS}, {"", "LeakyRelu", U_LEAKY, DTM_FLOATS},
-	{"", "Round", U_ROUND, DTM_FLOATS}, {"", "Sign", U_SIGN, DTM_NUM}, {"", "Elu", U_ELU, DTM_FLOATS},
-	{"", "Selu", U_SELU, DTM_FLOATS}, {"", "HardSigmoid", U_HSIG, DTM_FLOATS},
-	{"", "HardSwish", U_HSWISH, DTM_FLOATS}, {"", "Softsign", U_SOFTSIGN, DTM_FLOATS},
-	{"", "ThresholdedRelu", U_THRELU, DTM_FLOATS}, {"", "Celu", U_CELU, DTM_FLOATS},
-	{"", "Acos", U_ACOS, DTM_FLOATS}, {"", "Asin", U_ASIN, DTM_FLOATS}, {"", "Atan", U_ATAN, DTM_FLOATS},
-	{"", "Cosh", U_COSH, DTM_FLOATS}, {"", "Sinh", U_SINH, DTM_FLOATS}, {"", "Tan", U_TAN, DTM_FLOATS},
-	{"", "Acosh", U_ACOSH, DTM_FLOATS}, {"", "Asinh", U_ASINH, DTM_FLOATS},
-	{"", "Atanh", U_ATANH, DTM_FLOATS}, {"", "IsNaN", U_ISNAN, DTM_FLOATS},
-	{"", "IsInf", U_ISINF, DTM_FLOATS}, {"", "Not", U_NOT, DTM(DT_BOOL)},
-	{"ai.wlower", "SiLU", U_SILU, DTM_FLOATS},
+static const struct { int op; uint32_t types; } un_ops[OP_COUNT_] = {
+	[OP_Sqrt] = {U_SQRT, DTM_FLOATS}, [OP_Erf] = {U_ERF, DTM_FLOATS}, [OP_Tanh] = {U_TANH, DTM_FLOATS},
+	[OP_Sigmoid] = {U_SIGMOID, DTM_FLOATS}, [OP_Neg] = {U_NEG, DTM_NUM}, [OP_Exp] = {U_EXP, DTM_FLOATS},
+	[OP_Log] = {U_LOG, DTM_FLOATS}, [OP_Cos] = {U_COS, DTM_FLOATS}, [OP_Sin] = {U_SIN, DTM_FLOATS},
+	[OP_Relu] = {U_RELU, DTM_NUM}, [OP_Abs] = {U_ABS, DTM_NUM}, [OP_Floor] = {U_FLOOR, DTM_FLOATS},
+	[OP_Ceil] = {U_CEIL, DTM_FLOATS}, [OP_Reciprocal] = {U_RECIP, DTM_FLOATS},
+	[OP_Softplus] = {U_SOFTPLUS, DTM_FLOATS}, [OP_LeakyRelu] = {U_LEAKY, DTM_FLOATS},
+	[OP_Round] = {U_ROUND, DTM_FLOATS}, [OP_Sign] = {U_SIGN, DTM_NUM}, [OP_Elu] = {U_ELU, DTM_FLOATS},
+	[OP_Selu] = {U_SELU, DTM_FLOATS}, [OP_HardSigmoid] = {U_HSIG, DTM_FLOATS},
+	[OP_HardSwish] = {U_HSWISH, DTM_FLOATS}, [OP_Softsign] = {U_SOFTSIGN, DTM_FLOATS},
+	[OP_ThresholdedRelu] = {U_THRELU, DTM_FLOATS}, [OP_Celu] = {U_CELU, DTM_FLOATS},
+	[OP_Acos] = {U_ACOS, DTM_FLOATS}, [OP_Asin] = {U_ASIN, DTM_FLOATS}, [OP_Atan] = {U_ATAN, DTM_FLOATS},
+	[OP_Cosh] = {U_COSH, DTM_FLOATS}, [OP_Sinh] = {U_SINH, DTM_FLOATS}, [OP_Tan] = {U_TAN, DTM_FLOATS},
+	[OP_Acosh] = {U_ACOSH, DTM_FLOATS}, [OP_Asinh] = {U_ASINH, DTM_FLOATS}, [OP_Atanh] = {U_ATANH, DTM_FLOATS},
+	[OP_IsNaN] = {U_ISNAN, DTM_FLOATS}, [OP_IsInf] = {U_ISINF, DTM_FLOATS}, [OP_Not] = {U_NOT, DTM(DT_BOOL)},
+	[OP_WlSiLU] = {U_SILU, DTM_FLOATS},
 };
 
 static double un_f64(int op, double x, double p0, double p1)
@@ -581,16 +578,13 @@ static void row_un(const EwJob *j, void *o, const void *const *in, const int64_t
 	}
 }
 
-typedef struct UnState { int op; double p0, p1; } UnState;
+typedef struct UnState { Op op; double p0, p1; } UnState;   /* op: the node's (its un_ops row) */
 
-static int un_prepare(KCall *c, Diag *d)
+int ref_un_prepare(KCall *c, Diag *d)
 {
 	UnState *st = arena_alloc(c->arena, sizeof *st);
 	c->state = st;
-	for (size_t i = 0; i < sizeof un_ops / sizeof un_ops[0]; i++)
-		if (!strcmp(un_ops[i].name, c->node->op_type) &&
-		    (domain_is_default(un_ops[i].dom) == domain_is_default(c->node->domain)))
-			st->op = (int)i;
+	st->op = c->node->op;
 	int op = un_ops[st->op].op;
 	float a = 0, b = 0;
 	int rc = WL_OK;
@@ -619,7 +613,7 @@ static int un_prepare(KCall *c, Diag *d)
 	return rc ? WL_ERR : WL_OK;
 }
 
-static int un_infer(KCall *c, Diag *d)
+int ref_un_infer(KCall *c, Diag *d)
 {
 	const UnState *st = c->state;
 	int op = un_ops[st->op].op;
@@ -633,7 +627,7 @@ static int un_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int un_run(KCall *c, Diag *d)
+int ref_un_run(KCall *c, Diag *d)
 {
 	const UnState *st = c->state;
 	EwJob j = {.op = un_ops[st->op].op, .p0 = st->p0, .p1 = st->p1, .row = row_un};
@@ -676,7 +670,7 @@ static void row_clip(const EwJob *j, void *o, const void *const *in, const int64
 	}
 }
 
-static int clip_infer(KCall *c, Diag *d)
+int ref_clip_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_NUM))
 		return WL_ERR;
@@ -687,7 +681,7 @@ static int clip_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int clip_run(KCall *c, Diag *d)
+int ref_clip_run(KCall *c, Diag *d)
 {
 	int dt = c->in[0]->dtype;
 	double lo, hi;
@@ -765,12 +759,12 @@ static void row_cast(const EwJob *j, void *o, const void *const *in, const int64
 	}
 }
 
-static int cast_infer(KCall *c, Diag *d)
+int ref_cast_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL))
 		return WL_ERR;
 	int to;
-	if (!strcmp(c->node->op_type, "CastLike")) {
+	if (c->node->op == OP_CastLike) {
 		if (need_in(c, d, 1, DTM_ALL))
 			return WL_ERR;
 		to = c->in[1]->dtype;
@@ -786,7 +780,7 @@ static int cast_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int cast_run(KCall *c, Diag *d)
+int ref_cast_run(KCall *c, Diag *d)
 {
 	EwJob j = {.row = row_cast};
 	ew_run(c, &j, 1, c->in, c->out[0]);
@@ -813,7 +807,7 @@ static void row_where(const EwJob *j, void *o, const void *const *in, const int6
 	}
 }
 
-static int where_infer(KCall *c, Diag *d)
+int ref_where_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM(DT_BOOL)) || need_in(c, d, 1, DTM_ALL) || need_in(c, d, 2, DTM_ALL))
 		return WL_ERR;
@@ -827,7 +821,7 @@ static int where_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int where_run(KCall *c, Diag *d)
+int ref_where_run(KCall *c, Diag *d)
 {
 	EwJob j = {.row = row_where};
 	ew_run(c, &j, 3, c->in, c->out[0]);
@@ -836,7 +830,7 @@ static int where_run(KCall *c, Diag *d)
 }
 
 /* Expand: broadcast the input to a shape (data input 1). */
-static int expand_infer(KCall *c, Diag *d)
+int ref_expand_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL) || need_in(c, d, 1, DTM_IDX))
 		return WL_ERR;
@@ -859,38 +853,10 @@ static int expand_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int expand_run(KCall *c, Diag *d)
+int ref_expand_run(KCall *c, Diag *d)
 {
 	EwJob j = {.row = row_copy};
 	ew_run(c, &j, 1, c->in, c->out[0]);
 	(void)d;
 	return WL_OK;
 }
-
-#define BIN(name) {"", name, bin_prepare, bin_infer, bin_run, 0, false, ~0u}
-#define UN(dom, name) {dom, name, un_prepare, un_infer, un_run, 0, false, ~0u}
-
-/* unaligned_ok everywhere: float rows are read through ufloat, the rest
- * through memcpy-based accessors */
-const Kernel kernels_elementwise[] = {
-	BIN("Add"), BIN("Sub"), BIN("Mul"), BIN("Div"), BIN("Pow"), BIN("Mod"),
-	BIN("Equal"), BIN("Less"), BIN("Greater"), BIN("LessOrEqual"), BIN("GreaterOrEqual"),
-	BIN("And"), BIN("Or"), BIN("Xor"), BIN("BitShift"), BIN("PRelu"),
-	{"", "Max", NULL, var_infer, var_run, 0, false, ~0u},
-	{"", "Min", NULL, var_infer, var_run, 0, false, ~0u},
-	{"", "Sum", NULL, var_infer, var_run, 0, false, ~0u},
-	{"", "Mean", NULL, var_infer, var_run, 0, false, ~0u},
-	UN("", "Sqrt"), UN("", "Erf"), UN("", "Tanh"), UN("", "Sigmoid"), UN("", "Neg"), UN("", "Exp"),
-	UN("", "Log"), UN("", "Cos"), UN("", "Sin"), UN("", "Relu"), UN("", "Abs"), UN("", "Floor"),
-	UN("", "Ceil"), UN("", "Reciprocal"), UN("", "Softplus"), UN("", "LeakyRelu"), UN("", "Round"),
-	UN("", "Sign"), UN("", "Elu"), UN("", "Selu"), UN("", "HardSigmoid"), UN("", "HardSwish"),
-	UN("", "Softsign"), UN("", "ThresholdedRelu"), UN("", "Celu"), UN("", "Acos"), UN("", "Asin"),
-	UN("", "Atan"), UN("", "Cosh"), UN("", "Sinh"), UN("", "Tan"), UN("", "Acosh"), UN("", "Asinh"),
-	UN("", "Atanh"), UN("", "IsNaN"), UN("", "IsInf"), UN("", "Not"), UN("ai.wlower", "SiLU"),
-	{"", "Clip", NULL, clip_infer, clip_run, 0, false, ~0u},
-	{"", "Cast", NULL, cast_infer, cast_run, 0, false, ~0u},
-	{"", "CastLike", NULL, cast_infer, cast_run, 0, false, ~0u},
-	{"", "Where", NULL, where_infer, where_run, 0, false, ~0u},
-	{"", "Expand", NULL, expand_infer, expand_run, 1u << 1, false, ~0u},   /* memcpy rows */
-	{0},
-};

@@ -1,4 +1,4 @@
-/* kernels_fused.c — reference kernels of ai.wlower ConvStem, LogMel and
+/* ref_fused.c — reference kernels of ai.wlower ConvStem, LogMel and
  * GreedyArgMax (docs/OPS.md).
  *
  *   ConvStem      x [B,C,F]; w1 [D,C,3]; b1 [D]; w2 [D,D,3]; b2 [D]; pos [F2,D]
@@ -26,14 +26,14 @@ typedef struct Stem {
 	int64_t B, C, F, F2, D;
 } Stem;
 
-static int stem_prepare(KCall *c, Diag *d)
+int ref_stem_prepare(KCall *c, Diag *d)
 {
 	(void)d;
 	c->state = arena_alloc(c->arena, sizeof(Stem));
 	return WL_OK;
 }
 
-static int stem_infer(KCall *c, Diag *d)
+int ref_stem_infer(KCall *c, Diag *d)
 {
 	for (int i = 0; i < 6; i++)
 		if (need_in(c, d, i, DTM(DT_FLOAT)))
@@ -87,7 +87,7 @@ static void stem_conv(KCall *c, const float *x, int64_t C, int64_t Fin, int64_t 
 	}
 }
 
-static int stem_run(KCall *c, Diag *d)
+int ref_stem_run(KCall *c, Diag *d)
 {
 	(void)d;
 	Stem *s = c->state;
@@ -117,7 +117,7 @@ typedef struct LogMel {
 	int64_t N, frames, mels;
 } LogMel;
 
-static int lm_prepare(KCall *c, Diag *d)
+int ref_lm_prepare(KCall *c, Diag *d)
 {
 	int64_t nfft, hop, nm;
 	if (attr_get_int(c, d, "n_fft", LM_NFFT, &nfft) || attr_get_int(c, d, "hop", LM_HOP, &hop) ||
@@ -139,7 +139,7 @@ static int lm_prepare(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int lm_infer(KCall *c, Diag *d)
+int ref_lm_infer(KCall *c, Diag *d)
 {
 	LogMel *s = c->state;
 	if (need_in(c, d, 0, DTM(DT_FLOAT)) || need_in(c, d, 1, DTM(DT_FLOAT)))
@@ -205,7 +205,7 @@ static void lm_frames(void *ctx, int64_t t0, int64_t t1, int tid)
 	}
 }
 
-static int lm_run(KCall *c, Diag *d)
+int ref_lm_run(KCall *c, Diag *d)
 {
 	(void)d;
 	LogMel *s = c->state;
@@ -225,7 +225,7 @@ static int lm_run(KCall *c, Diag *d)
 
 /* ---------------------------------------------------------------- GreedyArgMax */
 
-static int am_infer(KCall *c, Diag *d)
+int ref_am_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM(DT_FLOAT) | DTM(DT_FLOAT16)))
 		return WL_ERR;
@@ -237,7 +237,7 @@ static int am_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int am_run(KCall *c, Diag *d)
+int ref_am_run(KCall *c, Diag *d)
 {
 	(void)d;
 	RTensor *x = c->in[0];
@@ -257,10 +257,3 @@ static int am_run(KCall *c, Diag *d)
 	}
 	return WL_OK;
 }
-
-const Kernel kernels_fused[] = {
-	{"ai.wlower", "ConvStem", stem_prepare, stem_infer, stem_run, 0, false, 0x3f},
-	{"ai.wlower", "LogMel", lm_prepare, lm_infer, lm_run, 0, false, 0x2},
-	{"ai.wlower", "GreedyArgMax", NULL, am_infer, am_run, 0, false, 0},
-	{0},
-};

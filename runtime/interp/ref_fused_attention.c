@@ -1,4 +1,4 @@
-/* kernels_fused_attention.c — ai.wlower WhisperAttention and
+/* ref_fused_attention.c — ai.wlower WhisperAttention and
  * GroupQueryAttention (docs/OPS.md), float32 reference kernels computing
  * what the unfused subgraphs compute.
  *
@@ -111,7 +111,7 @@ typedef struct Wa {
 	float scale;
 } Wa;
 
-static int wa_prepare(KCall *c, Diag *d)
+int ref_wa_prepare(KCall *c, Diag *d)
 {
 	Wa *w = arena_alloc(c->arena, sizeof *w);
 	int64_t heads, causal, fp16;
@@ -175,7 +175,7 @@ static int wa_shapes(const KCall *c, Diag *d, Core *a)
 	return WL_OK;
 }
 
-static int wa_infer(KCall *c, Diag *d)
+int ref_wa_infer(KCall *c, Diag *d)
 {
 	Core a;
 	if (wa_shapes(c, d, &a))
@@ -191,7 +191,7 @@ static int wa_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int wa_run(KCall *c, Diag *d)
+int ref_wa_run(KCall *c, Diag *d)
 {
 	Core a;
 	if (wa_shapes(c, d, &a))
@@ -232,7 +232,7 @@ static const RTensor *gin(const KCall *c, int i)
 	return c->nin > i ? c->in[i] : NULL;
 }
 
-static int gq_prepare(KCall *c, Diag *d)
+int ref_gq_prepare(KCall *c, Diag *d)
 {
 	Gq *g = arena_alloc(c->arena, sizeof *g);
 	int64_t h, kvh, hd, causal, rope, fp16;
@@ -313,7 +313,7 @@ static int gq_shapes(const KCall *c, Diag *d, Core *a)
 	return WL_OK;
 }
 
-static int gq_infer(KCall *c, Diag *d)
+int ref_gq_infer(KCall *c, Diag *d)
 {
 	Core a;
 	if (gq_shapes(c, d, &a))
@@ -356,7 +356,7 @@ static void rope_rows(const KCall *c, const Core *a, const float *x, float *y, i
 		}
 }
 
-static int gq_run(KCall *c, Diag *d)
+int ref_gq_run(KCall *c, Diag *d)
 {
 	Core a;
 	if (gq_shapes(c, d, &a))
@@ -388,9 +388,3 @@ static int gq_run(KCall *c, Diag *d)
 	core_run(c, &a);
 	return WL_OK;
 }
-
-const Kernel kernels_fused_attention[] = {
-	{"ai.wlower", "WhisperAttention", wa_prepare, wa_infer, wa_run, 0, false, 0},
-	{"ai.wlower", "GroupQueryAttention", gq_prepare, gq_infer, gq_run, 0, false, 0},
-	{0},
-};

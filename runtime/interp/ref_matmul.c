@@ -1,4 +1,4 @@
-/* kernels_matmul.c — the blocked float32 GEMM and the ops built on it:
+/* ref_matmul.c — the blocked float32 GEMM and the ops built on it:
  * MatMul, Gemm, Conv (1-D/2-D/3-D, pads, strides, dilations, groups,
  * auto_pad), com.microsoft MatMulNBits and ai.wlower MatMulNBits (bits 32 =
  * float weight [K, N] read in place, bias, `splits` outputs).
@@ -477,7 +477,7 @@ static int mm_shape(const KCall *c, Diag *d, const RTensor *A, const RTensor *B,
 	return WL_OK;
 }
 
-static int matmul_infer(KCall *c, Diag *d)
+int ref_matmul_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_NUM) || need_in(c, d, 1, DTM_NUM))
 		return WL_ERR;
@@ -528,7 +528,7 @@ static void batch_offsets(const MMShape *s, int64_t *ao, int64_t *bo, int64_t *c
 	}
 }
 
-static int matmul_run(KCall *c, Diag *d)
+int ref_matmul_run(KCall *c, Diag *d)
 {
 	RTensor *A = c->in[0], *B = c->in[1], *Y = c->out[0];
 	MMShape s;
@@ -615,7 +615,7 @@ static int matmul_run(KCall *c, Diag *d)
 
 /* ---------------------------------------------------------------- Gemm */
 
-static int gemm_infer(KCall *c, Diag *d)
+int ref_gemm_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_NUM) || need_in(c, d, 1, DTM_NUM))
 		return WL_ERR;
@@ -651,7 +651,7 @@ static int gemm_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int gemm_run_op(KCall *c, Diag *d)
+int ref_gemm_run_op(KCall *c, Diag *d)
 {
 	RTensor *A = c->in[0], *B = c->in[1], *C = c->nin > 2 ? c->in[2] : NULL, *Y = c->out[0];
 	int64_t ta, tb;
@@ -785,7 +785,7 @@ static int conv_geom(const KCall *c, Diag *d, ConvGeom *g)
 	return WL_OK;
 }
 
-static int conv_infer(KCall *c, Diag *d)
+int ref_conv_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_FLOATS) || need_in(c, d, 1, DTM_FLOATS))
 		return WL_ERR;
@@ -820,7 +820,7 @@ static void conv_gemmb(const ConvGeom *g, GemmB *gb)
 	}
 }
 
-static int conv_run(KCall *c, Diag *d)
+int ref_conv_run(KCall *c, Diag *d)
 {
 	RTensor *X = c->in[0], *W = c->in[1], *B = c->nin > 2 ? c->in[2] : NULL, *Y = c->out[0];
 	ConvGeom g;
@@ -898,7 +898,7 @@ typedef struct NBits {
 	int64_t K, N, bits, block, kblocks, blob, zp_row;
 } NBits;
 
-static int nbits_prepare(KCall *c, Diag *d)
+int ref_nbits_prepare(KCall *c, Diag *d)
 {
 	NBits *s = arena_alloc(c->arena, sizeof *s);
 	c->state = s;
@@ -924,7 +924,7 @@ static int nbits_prepare(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int nbits_infer(KCall *c, Diag *d)
+int ref_nbits_infer(KCall *c, Diag *d)
 {
 	NBits *s = c->state;
 	if (need_in(c, d, 0, DTM(DT_FLOAT) | DTM(DT_FLOAT16)) || need_in(c, d, 1, DTM(DT_UINT8)) ||
@@ -975,7 +975,7 @@ static int nbits_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int nbits_run(KCall *c, Diag *d)
+int ref_nbits_run(KCall *c, Diag *d)
 {
 	NBits *s = c->state;
 	RTensor *A = c->in[0], *B = c->in[1], *S = c->in[2];
@@ -1033,7 +1033,7 @@ typedef struct WlNBits {
 	int64_t trans_b;       /* bits 32: B is [N, K] */
 } WlNBits;
 
-static int wl_nbits_prepare(KCall *c, Diag *d)
+int ref_wl_nbits_prepare(KCall *c, Diag *d)
 {
 	WlNBits *w = arena_alloc(c->arena, sizeof *w);
 	NBits *s = &w->q;
@@ -1084,7 +1084,7 @@ static int wl_nbits_prepare(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int wl_nbits_infer(KCall *c, Diag *d)
+int ref_wl_nbits_infer(KCall *c, Diag *d)
 {
 	WlNBits *w = c->state;
 	NBits *s = &w->q;
@@ -1145,7 +1145,7 @@ static int wl_nbits_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int wl_nbits_run(KCall *c, Diag *d)
+int ref_wl_nbits_run(KCall *c, Diag *d)
 {
 	(void)d;
 	WlNBits *w = c->state;
@@ -1183,13 +1183,3 @@ static int wl_nbits_run(KCall *c, Diag *d)
 	}
 	return WL_OK;
 }
-
-const Kernel kernels_matmul[] = {
-	/* unaligned_ok: the GEMM reads A, B, scales, zero points and bias as ufloat */
-	{"", "MatMul", NULL, matmul_infer, matmul_run, 0, false, 0x3},
-	{"", "Gemm", NULL, gemm_infer, gemm_run_op, 0, false, 0x3},
-	{"", "Conv", NULL, conv_infer, conv_run, 0, false, 0x3},
-	{"com.microsoft", "MatMulNBits", nbits_prepare, nbits_infer, nbits_run, 0, false, 0x2f},
-	{"ai.wlower", "MatMulNBits", wl_nbits_prepare, wl_nbits_infer, wl_nbits_run, 0, false, 0x1f},
-	{0},
-};

@@ -1,4 +1,4 @@
-/* kernels_norm.c — normalization and activation ops with parameters:
+/* ref_norm.c — normalization and activation ops with parameters:
  * LayerNormalization, SimplifiedLayerNormalization (ai.onnx as ONNX Runtime
  * registers it, and com.microsoft), com.microsoft SkipLayerNormalization and
  * SkipSimplifiedLayerNormalization, BatchNormalization (inference), the Gelu
@@ -14,7 +14,7 @@
  *   Gelu(X; approximate="none") = X * 0.5 * (1 + erf(X / sqrt 2)), "tanh":
  *     0.5 * X * (1 + tanh(sqrt(2/pi) * (X + 0.044715 X^3))), as ONNX Gelu-20
  *   RMSNorm(X, scale; epsilon=1e-6, axis=-1) = X / sqrt(mean(X^2) + epsilon) * scale
- *   (SiLU is elementwise: kernels_elementwise.c)
+ *   (SiLU is elementwise: ref_elementwise.c)
  */
 #include "ref.h"
 
@@ -172,9 +172,9 @@ static int ln_geom(const KCall *c, Diag *d, int64_t *rows, int64_t *n, int64_t *
 	return WL_OK;
 }
 
-static int ln_infer(KCall *c, Diag *d)
+int ref_ln_infer(KCall *c, Diag *d)
 {
-	bool rms = strstr(c->node->op_type, "Simplified") != NULL || !strcmp(c->node->op_type, "RMSNorm");
+	bool rms = c->node->op != OP_LayerNormalization;   /* SimplifiedLayerNormalization, RMSNorm */
 	if (need_in(c, d, 0, DTM_FLOATS) || need_in(c, d, 1, DTM_FLOATS))
 		return WL_ERR;
 	if (!rms && c->nin > 2 && c->in[2] && need_in(c, d, 2, DTM_FLOATS))
@@ -198,14 +198,14 @@ static int ln_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int ln_run(KCall *c, Diag *d)
+int ref_ln_run(KCall *c, Diag *d)
 {
-	bool rms = strstr(c->node->op_type, "Simplified") != NULL || !strcmp(c->node->op_type, "RMSNorm");
+	bool rms = c->node->op != OP_LayerNormalization;   /* SimplifiedLayerNormalization, RMSNorm */
 	LnJob j = {.c = c, .kind = rms ? LN_RMS : LN_LAYER, .x = c->in[0], .scale = c->in[1], .y = c->out[0]};
 	int64_t ax;
 	float eps;
 	if (ln_geom(c, d, &j.rows, &j.n, &ax) ||
-	    attr_get_float(c, d, "epsilon", !strcmp(c->node->op_type, "RMSNorm") ? 1e-6f : 1e-5f, &eps))
+	    attr_get_float(c, d, "epsilon", c->node->op == OP_WlRMSNorm ? 1e-6f : 1e-5f, &eps))
 		return WL_ERR;
 	j.eps = eps;
 	j.scale_n = rt_numel(j.scale);
@@ -230,9 +230,9 @@ static int ln_run(KCall *c, Diag *d)
 
 /* ---------------------------------------------------------------- Skip(Simplified)LayerNormalization */
 
-static int skip_infer(KCall *c, Diag *d)
+int ref_skip_infer(KCall *c, Diag *d)
 {
-	bool rms = strstr(c->node->op_type, "Simplified") != NULL;
+	bool rms = c->node->op == OP_MsSkipSimplifiedLayerNormalization;
 	for (int i = 0; i < 3; i++)
 		if (need_in(c, d, i, DTM_FLOATS))
 			return WL_ERR;
@@ -265,9 +265,9 @@ static int skip_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int skip_run(KCall *c, Diag *d)
+int ref_skip_run(KCall *c, Diag *d)
 {
-	bool rms = strstr(c->node->op_type, "Simplified") != NULL;
+	bool rms = c->node->op == OP_MsSkipSimplifiedLayerNormalization;
 	RTensor *x = c->in[0];
 	LnJob j = {.c = c, .kind = rms ? LN_RMS : LN_LAYER, .x = x, .skip = c->in[1], .scale = c->in[2],
 	           .y = c->out[0]};
@@ -302,7 +302,7 @@ static int skip_run(KCall *c, Diag *d)
 
 /* ---------------------------------------------------------------- BatchNormalization (inference) */
 
-static int bn_infer(KCall *c, Diag *d)
+int ref_bn_infer(KCall *c, Diag *d)
 {
 	for (int i = 0; i < 5; i++)
 		if (need_in(c, d, i, DTM_FLOATS))
@@ -322,7 +322,7 @@ static int bn_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int bn_run(KCall *c, Diag *d)
+int ref_bn_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0], *y = c->out[0];
 	float eps;
@@ -399,7 +399,7 @@ static void gelu_par(void *ctx, int64_t i0, int64_t i1, int tid)
 	}
 }
 
-static int gelu_infer(KCall *c, Diag *d)
+int ref_gelu_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_FLOATS))
 		return WL_ERR;
@@ -415,17 +415,17 @@ static int gelu_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int gelu_run(KCall *c, Diag *d)
+int ref_gelu_run(KCall *c, Diag *d)
 {
-	const char *t = c->node->op_type;
+	Op op = c->node->op;
 	GeluJob j = {.x = c->in[0], .b = c->nin > 1 ? c->in[1] : NULL, .y = c->out[0], .kind = G_ERF};
-	if (!strcmp(t, "FastGelu"))
+	if (op == OP_MsFastGelu)
 		j.kind = G_TANH;
-	else if (!strcmp(t, "QuickGelu")) {
+	else if (op == OP_MsQuickGelu) {
 		j.kind = G_QUICK;
 		if (attr_get_float(c, d, "alpha", 1.702f, &j.alpha))
 			return WL_ERR;
-	} else if (!strcmp(t, "Gelu") && (domain_is_default(c->node->domain) || !strcmp(c->node->domain, "ai.wlower"))) {
+	} else if (op == OP_Gelu || op == OP_WlGelu) {
 		const char *ap = attr_string(c->node, "approximate", "none");
 		if (!strcmp(ap, "tanh"))
 			j.kind = G_TANH;
@@ -437,21 +437,3 @@ static int gelu_run(KCall *c, Diag *d)
 	parallel_for(c->pool, rt_numel(j.y), 16384, gelu_par, &j);
 	return WL_OK;
 }
-
-/* unaligned_ok: inputs are read through ufloat or memcpy-based accessors */
-const Kernel kernels_norm[] = {
-	{"", "LayerNormalization", NULL, ln_infer, ln_run, 0, false, ~0u},
-	{"", "SimplifiedLayerNormalization", NULL, ln_infer, ln_run, 0, false, ~0u},
-	{"com.microsoft", "SimplifiedLayerNormalization", NULL, ln_infer, ln_run, 0, false, ~0u},
-	{"ai.wlower", "RMSNorm", NULL, ln_infer, ln_run, 0, false, ~0u},
-	{"com.microsoft", "SkipLayerNormalization", NULL, skip_infer, skip_run, 0, false, ~0u},
-	{"com.microsoft", "SkipSimplifiedLayerNormalization", NULL, skip_infer, skip_run, 0, false, ~0u},
-	{"", "BatchNormalization", NULL, bn_infer, bn_run, 0, false, ~0u},
-	{"", "Gelu", NULL, gelu_infer, gelu_run, 0, false, ~0u},
-	{"com.microsoft", "Gelu", NULL, gelu_infer, gelu_run, 0, false, ~0u},
-	{"com.microsoft", "FastGelu", NULL, gelu_infer, gelu_run, 0, false, ~0u},
-	{"com.microsoft", "BiasGelu", NULL, gelu_infer, gelu_run, 0, false, ~0u},
-	{"com.microsoft", "QuickGelu", NULL, gelu_infer, gelu_run, 0, false, ~0u},
-	{"ai.wlower", "Gelu", NULL, gelu_infer, gelu_run, 0, false, ~0u},
-	{0},
-};

@@ -1,4 +1,4 @@
-/* kernels_reduce.c — reductions, arg-reductions, softmax family, CumSum.
+/* ref_reduce.c — reductions, arg-reductions, softmax family, CumSum.
  *
  * Reduce*: the axes come from the second input (ReduceSum since opset 13,
  * the others since 18) or from the `axes` attribute; empty axes reduce
@@ -17,10 +17,10 @@
 
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_SUMSQ, R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP };
 
-static const struct { const char *name; int op; } red_ops[] = {
-	{"ReduceSum", R_SUM}, {"ReduceMean", R_MEAN}, {"ReduceMax", R_MAX}, {"ReduceMin", R_MIN},
-	{"ReduceProd", R_PROD}, {"ReduceSumSquare", R_SUMSQ}, {"ReduceL1", R_L1}, {"ReduceL2", R_L2},
-	{"ReduceLogSum", R_LOGSUM}, {"ReduceLogSumExp", R_LOGSUMEXP},
+static const int red_ops[OP_COUNT_] = {
+	[OP_ReduceSum] = R_SUM, [OP_ReduceMean] = R_MEAN, [OP_ReduceMax] = R_MAX, [OP_ReduceMin] = R_MIN,
+	[OP_ReduceProd] = R_PROD, [OP_ReduceSumSquare] = R_SUMSQ, [OP_ReduceL1] = R_L1, [OP_ReduceL2] = R_L2,
+	[OP_ReduceLogSum] = R_LOGSUM, [OP_ReduceLogSumExp] = R_LOGSUMEXP,
 };
 
 typedef struct RedGeom {
@@ -83,18 +83,16 @@ static int red_geom(const KCall *c, Diag *d, RedGeom *g, int64_t *odims, int *on
 	return WL_OK;
 }
 
-static int red_prepare(KCall *c, Diag *d)
+int ref_red_prepare(KCall *c, Diag *d)
 {
 	int *op = arena_alloc(c->arena, sizeof(int));
-	for (size_t i = 0; i < sizeof red_ops / sizeof red_ops[0]; i++)
-		if (!strcmp(red_ops[i].name, c->node->op_type))
-			*op = red_ops[i].op;
+	*op = red_ops[c->node->op];
 	c->state = op;
 	(void)d;
 	return WL_OK;
 }
 
-static int red_infer(KCall *c, Diag *d)
+int ref_red_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_NUM))
 		return WL_ERR;
@@ -252,7 +250,7 @@ static void red_par(void *ctx, int64_t o0, int64_t o1, int tid)
 	}
 }
 
-static int red_run(KCall *c, Diag *d)
+int ref_red_run(KCall *c, Diag *d)
 {
 	RedJob j = {.c = c, .op = *(int *)c->state};
 	int64_t od[RT_MAX_DIMS];
@@ -279,7 +277,7 @@ static int arg_geom(const KCall *c, Diag *d, int64_t *axis, int64_t *keep, int64
 	return norm_axis(c, d, a, c->in[0]->ndim, axis);
 }
 
-static int arg_infer(KCall *c, Diag *d)
+int ref_arg_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_NUM))
 		return WL_ERR;
@@ -303,13 +301,13 @@ static int arg_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int arg_run(KCall *c, Diag *d)
+int ref_arg_run(KCall *c, Diag *d)
 {
 	int64_t ax, keep, last;
 	if (arg_geom(c, d, &ax, &keep, &last))
 		return WL_ERR;
 	RTensor *x = c->in[0];
-	bool mx = !strcmp(c->node->op_type, "ArgMax");
+	bool mx = c->node->op == OP_ArgMax;
 	int64_t outer = 1, inner = 1, n = x->dims[ax];
 	for (int i = 0; i < ax; i++)
 		outer *= x->dims[i];
@@ -512,7 +510,7 @@ static int sm_geom(const KCall *c, Diag *d, int64_t *outer, int64_t *n, int64_t 
 	return WL_OK;
 }
 
-static int sm_infer(KCall *c, Diag *d)
+int ref_sm_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_FLOATS))
 		return WL_ERR;
@@ -523,10 +521,10 @@ static int sm_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int sm_run(KCall *c, Diag *d)
+int ref_sm_run(KCall *c, Diag *d)
 {
-	const char *t = c->node->op_type;
-	SmJob j = {.c = c, .kind = !strcmp(t, "Softmax") ? SM_SOFT : !strcmp(t, "LogSoftmax") ? SM_LOG : SM_HARD};
+	Op op = c->node->op;
+	SmJob j = {.c = c, .kind = op == OP_Softmax ? SM_SOFT : op == OP_LogSoftmax ? SM_LOG : SM_HARD};
 	int64_t outer;
 	if (sm_geom(c, d, &outer, &j.n, &j.inner))
 		return WL_ERR;
@@ -538,7 +536,7 @@ static int sm_run(KCall *c, Diag *d)
 
 /* ---------------------------------------------------------------- CumSum */
 
-static int cumsum_infer(KCall *c, Diag *d)
+int ref_cumsum_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_NUM) || need_in(c, d, 1, DTM_IDX))
 		return WL_ERR;
@@ -551,7 +549,7 @@ static int cumsum_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int cumsum_run(KCall *c, Diag *d)
+int ref_cumsum_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0], *y = c->out[0];
 	int64_t ax, excl, rev;
@@ -604,18 +602,3 @@ static int cumsum_run(KCall *c, Diag *d)
 		}
 	return WL_OK;
 }
-
-#define RED(name) {"", name, red_prepare, red_infer, red_run, 1u << 1, false, ~0u}
-
-/* unaligned_ok: inputs are read through ufloat or memcpy-based accessors */
-const Kernel kernels_reduce[] = {
-	RED("ReduceSum"), RED("ReduceMean"), RED("ReduceMax"), RED("ReduceMin"), RED("ReduceProd"),
-	RED("ReduceSumSquare"), RED("ReduceL1"), RED("ReduceL2"), RED("ReduceLogSum"), RED("ReduceLogSumExp"),
-	{"", "ArgMax", NULL, arg_infer, arg_run, 0, false, ~0u},
-	{"", "ArgMin", NULL, arg_infer, arg_run, 0, false, ~0u},
-	{"", "Softmax", NULL, sm_infer, sm_run, 0, false, ~0u},
-	{"", "LogSoftmax", NULL, sm_infer, sm_run, 0, false, ~0u},
-	{"", "Hardmax", NULL, sm_infer, sm_run, 0, false, ~0u},
-	{"", "CumSum", NULL, cumsum_infer, cumsum_run, 1u << 1, false, ~0u},
-	{0},
-};

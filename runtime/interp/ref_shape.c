@@ -1,4 +1,4 @@
-/* kernels_shape.c — shape computation and data movement: Reshape, Flatten,
+/* ref_shape.c — shape computation and data movement: Reshape, Flatten,
  * Squeeze, Unsqueeze, Identity, Dropout (inference), Transpose, Gather,
  * GatherElements, Concat, Slice, Split, Tile, Pad, Shape, Size, Constant,
  * ConstantOfShape, Range, Trilu.
@@ -17,7 +17,7 @@ static int64_t esz(const RTensor *t)
 	return elem_size(t->dtype);
 }
 
-static int copy_run(KCall *c, Diag *d)
+int ref_copy_run(KCall *c, Diag *d)
 {
 	if (c->out[0]->nbytes)
 		memcpy(c->out[0]->data, c->in[0]->data, c->out[0]->nbytes);
@@ -27,7 +27,7 @@ static int copy_run(KCall *c, Diag *d)
 
 /* ---------------------------------------------------------------- Reshape & co */
 
-static int reshape_infer(KCall *c, Diag *d)
+int ref_reshape_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL) || need_in(c, d, 1, DTM(DT_INT64)))
 		return WL_ERR;
@@ -70,7 +70,7 @@ static int reshape_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int flatten_infer(KCall *c, Diag *d)
+int ref_flatten_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL))
 		return WL_ERR;
@@ -106,7 +106,7 @@ static int axes_list(KCall *c, Diag *d, int slot, int64_t *axes, int *n)
 	return WL_OK;
 }
 
-static int squeeze_infer(KCall *c, Diag *d)
+int ref_squeeze_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL))
 		return WL_ERR;
@@ -141,7 +141,7 @@ static int squeeze_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int unsqueeze_infer(KCall *c, Diag *d)
+int ref_unsqueeze_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL))
 		return WL_ERR;
@@ -171,7 +171,7 @@ static int unsqueeze_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int identity_infer(KCall *c, Diag *d)
+int ref_identity_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL))
 		return WL_ERR;
@@ -179,9 +179,9 @@ static int identity_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int dropout_infer(KCall *c, Diag *d)
+int ref_dropout_infer(KCall *c, Diag *d)
 {
-	if (identity_infer(c, d))
+	if (ref_identity_infer(c, d))
 		return WL_ERR;
 	/* training: output = input only when ratio is 0 (otherwise random) */
 	double ratio = (c->nin > 1 && c->in[1]) ? scalar_f64(c->in[1]) : 0.5;
@@ -192,9 +192,9 @@ static int dropout_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int dropout_run(KCall *c, Diag *d)
+int ref_dropout_run(KCall *c, Diag *d)
 {
-	copy_run(c, d);
+	ref_copy_run(c, d);
 	if (c->nout > 1 && c->out[1] && c->out[1]->nbytes)
 		memset(c->out[1]->data, 1, c->out[1]->nbytes);
 	return WL_OK;
@@ -268,7 +268,7 @@ static int perm_of(const KCall *c, Diag *d, int64_t *perm)
 	return WL_OK;
 }
 
-static int transpose_infer(KCall *c, Diag *d)
+int ref_transpose_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL))
 		return WL_ERR;
@@ -281,7 +281,7 @@ static int transpose_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int transpose_run(KCall *c, Diag *d)
+int ref_transpose_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0], *y = c->out[0];
 	int64_t perm[RT_MAX_DIMS], st[RT_MAX_DIMS];
@@ -312,7 +312,7 @@ static int transpose_run(KCall *c, Diag *d)
 
 /* ---------------------------------------------------------------- Gather */
 
-static int gather_infer(KCall *c, Diag *d)
+int ref_gather_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL) || need_in(c, d, 1, DTM_IDX))
 		return WL_ERR;
@@ -335,7 +335,7 @@ static int gather_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int gather_run(KCall *c, Diag *d)
+int ref_gather_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0], *ix = c->in[1], *y = c->out[0];
 	int64_t a, ax;
@@ -363,7 +363,7 @@ static int gather_run(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int gatherel_infer(KCall *c, Diag *d)
+int ref_gatherel_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL) || need_in(c, d, 1, DTM_IDX))
 		return WL_ERR;
@@ -377,7 +377,7 @@ static int gatherel_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int gatherel_run(KCall *c, Diag *d)
+int ref_gatherel_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0], *ix = c->in[1], *y = c->out[0];
 	int64_t a, ax;
@@ -411,7 +411,7 @@ static int gatherel_run(KCall *c, Diag *d)
 
 /* ---------------------------------------------------------------- Concat */
 
-static int concat_infer(KCall *c, Diag *d)
+int ref_concat_infer(KCall *c, Diag *d)
 {
 	if (c->nin < 1 || need_in(c, d, 0, DTM_ALL))
 		return WL_ERR;
@@ -441,7 +441,7 @@ static int concat_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int concat_run(KCall *c, Diag *d)
+int ref_concat_run(KCall *c, Diag *d)
 {
 	RTensor *y = c->out[0];
 	int64_t a, ax;
@@ -533,7 +533,7 @@ static int slice_params(KCall *c, Diag *d, SliceP *p)
 	return WL_OK;
 }
 
-static int slice_infer(KCall *c, Diag *d)
+int ref_slice_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL))
 		return WL_ERR;
@@ -544,7 +544,7 @@ static int slice_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int slice_run(KCall *c, Diag *d)
+int ref_slice_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0], *y = c->out[0];
 	SliceP p;
@@ -632,7 +632,7 @@ static int split_sizes(KCall *c, Diag *d, int64_t *ax, int64_t *sizes)
 	return WL_OK;
 }
 
-static int split_infer(KCall *c, Diag *d)
+int ref_split_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL))
 		return WL_ERR;
@@ -648,7 +648,7 @@ static int split_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int split_run(KCall *c, Diag *d)
+int ref_split_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0];
 	int64_t ax, sizes[256];
@@ -672,7 +672,7 @@ static int split_run(KCall *c, Diag *d)
 
 /* ---------------------------------------------------------------- Tile, Pad */
 
-static int tile_infer(KCall *c, Diag *d)
+int ref_tile_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL) || need_in(c, d, 1, DTM(DT_INT64)))
 		return WL_ERR;
@@ -692,7 +692,7 @@ static int tile_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int tile_run(KCall *c, Diag *d)
+int ref_tile_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0], *y = c->out[0];
 	int64_t n = rt_numel(y), e = esz(x), xs[RT_MAX_DIMS], idx[RT_MAX_DIMS] = {0};
@@ -745,7 +745,7 @@ static int pad_params(KCall *c, Diag *d, int64_t *pb, int64_t *pe)
 	return WL_OK;
 }
 
-static int pad_infer(KCall *c, Diag *d)
+int ref_pad_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL))
 		return WL_ERR;
@@ -765,7 +765,7 @@ static int pad_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int pad_run(KCall *c, Diag *d)
+int ref_pad_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0], *y = c->out[0];
 	int64_t pb[RT_MAX_DIMS], pe[RT_MAX_DIMS];
@@ -847,7 +847,7 @@ static void shape_range(const KCall *c, int64_t *s, int64_t *e)
 	*e = b > a ? b : a;
 }
 
-static int shape_infer(KCall *c, Diag *d)
+int ref_shape_infer(KCall *c, Diag *d)
 {
 	if (c->nin < 1 || !c->in[0])
 		return kfail(c, d, "input 0 is required");
@@ -858,7 +858,7 @@ static int shape_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int shape_run(KCall *c, Diag *d)
+int ref_shape_run(KCall *c, Diag *d)
 {
 	int64_t s, e;
 	shape_range(c, &s, &e);
@@ -868,7 +868,7 @@ static int shape_run(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int size_infer(KCall *c, Diag *d)
+int ref_size_infer(KCall *c, Diag *d)
 {
 	if (c->nin < 1 || !c->in[0])
 		return kfail(c, d, "input 0 is required");
@@ -876,7 +876,7 @@ static int size_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int size_run(KCall *c, Diag *d)
+int ref_size_run(KCall *c, Diag *d)
 {
 	*(int64_t *)c->out[0]->data = rt_numel(c->in[0]);
 	(void)d;
@@ -889,7 +889,7 @@ typedef struct ConstVal {
 	RTensor t;                 /* data points into the attribute or the arena */
 } ConstVal;
 
-static int const_prepare(KCall *c, Diag *d)
+int ref_const_prepare(KCall *c, Diag *d)
 {
 	ConstVal *cv = arena_alloc(c->arena, sizeof *cv);
 	c->state = cv;
@@ -943,7 +943,7 @@ static int const_prepare(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int const_infer(KCall *c, Diag *d)
+int ref_const_infer(KCall *c, Diag *d)
 {
 	const ConstVal *cv = c->state;
 	set_out(c->out[0], cv->t.dtype, cv->t.ndim, cv->t.dims);
@@ -951,7 +951,7 @@ static int const_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int const_run(KCall *c, Diag *d)
+int ref_const_run(KCall *c, Diag *d)
 {
 	const ConstVal *cv = c->state;
 	if (cv->t.nbytes)
@@ -960,7 +960,7 @@ static int const_run(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int cos_infer(KCall *c, Diag *d)
+int ref_cos_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM(DT_INT64)))
 		return WL_ERR;
@@ -982,7 +982,7 @@ static int cos_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int cos_run(KCall *c, Diag *d)
+int ref_cos_run(KCall *c, Diag *d)
 {
 	RTensor *y = c->out[0];
 	const Attr *a = node_attr(c->node, "value");
@@ -1031,7 +1031,7 @@ static int range_count(KCall *c, Diag *d, int64_t *n)
 	return WL_OK;
 }
 
-static int range_infer(KCall *c, Diag *d)
+int ref_range_infer(KCall *c, Diag *d)
 {
 	int64_t n;
 	if (range_count(c, d, &n))
@@ -1040,7 +1040,7 @@ static int range_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int range_run(KCall *c, Diag *d)
+int ref_range_run(KCall *c, Diag *d)
 {
 	int64_t n;
 	if (range_count(c, d, &n))
@@ -1070,7 +1070,7 @@ static int range_run(KCall *c, Diag *d)
 
 /* ---------------------------------------------------------------- Trilu */
 
-static int trilu_infer(KCall *c, Diag *d)
+int ref_trilu_infer(KCall *c, Diag *d)
 {
 	if (need_in(c, d, 0, DTM_ALL))
 		return WL_ERR;
@@ -1082,7 +1082,7 @@ static int trilu_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
-static int trilu_run(KCall *c, Diag *d)
+int ref_trilu_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0], *y = c->out[0];
 	int64_t upper, k = (c->nin > 1 && c->in[1]) ? scalar_i64(c->in[1]) : 0;
@@ -1102,29 +1102,3 @@ static int trilu_run(KCall *c, Diag *d)
 			}
 	return WL_OK;
 }
-
-/* unaligned_ok: these ops move bytes with memcpy and read indices, shapes
- * and scalars through get_i64/get_f64 (memcpy), at any address */
-const Kernel kernels_shape[] = {
-	{"", "Reshape", NULL, reshape_infer, copy_run, 1u << 1, false, ~0u},
-	{"", "Flatten", NULL, flatten_infer, copy_run, 0, false, ~0u},
-	{"", "Squeeze", NULL, squeeze_infer, copy_run, 1u << 1, false, ~0u},
-	{"", "Unsqueeze", NULL, unsqueeze_infer, copy_run, 1u << 1, false, ~0u},
-	{"", "Identity", NULL, identity_infer, copy_run, 0, false, ~0u},
-	{"", "Dropout", NULL, dropout_infer, dropout_run, (1u << 1) | (1u << 2), false},
-	{"", "Transpose", NULL, transpose_infer, transpose_run, 0, false, ~0u},
-	{"", "Gather", NULL, gather_infer, gather_run, 0, false, ~0u},
-	{"", "GatherElements", NULL, gatherel_infer, gatherel_run, 0, false, ~0u},
-	{"", "Concat", NULL, concat_infer, concat_run, 0, false, ~0u},
-	{"", "Slice", NULL, slice_infer, slice_run, 0x1eu, false, ~0u},
-	{"", "Split", NULL, split_infer, split_run, 1u << 1, false, ~0u},
-	{"", "Tile", NULL, tile_infer, tile_run, 1u << 1, false, ~0u},
-	{"", "Pad", NULL, pad_infer, pad_run, (1u << 1) | (1u << 3), false, ~0u},
-	{"", "Shape", NULL, shape_infer, shape_run, 0, true, ~0u},
-	{"", "Size", NULL, size_infer, size_run, 0, true, ~0u},
-	{"", "Constant", const_prepare, const_infer, const_run, 0, false},
-	{"", "ConstantOfShape", NULL, cos_infer, cos_run, 1u << 0, false, ~0u},
-	{"", "Range", NULL, range_infer, range_run, 0x7u, false, ~0u},
-	{"", "Trilu", NULL, trilu_infer, trilu_run, 0, false, ~0u},
-	{0},
-};

@@ -1,41 +1,7 @@
-/* kernels_util.c — what every kernel family shares: the registry, one-line
- * messages, element access for any numeric dtype, broadcasting, attributes. */
+/* ref_util.c — what every kernel family shares: one-line messages, element
+ * access for any numeric dtype, broadcasting, attributes. */
 #include <stdarg.h>
 #include "ref.h"
-
-/* ---------------------------------------------------------------- registry */
-
-static const Kernel *const families[] = {
-	kernels_elementwise, kernels_reduce, kernels_matmul,
-	kernels_shape, kernels_norm, kernels_attention, kernels_fused_attention, kernels_fused,
-	kernels_contrib,
-};
-
-static bool dom_eq(const char *a, const char *b)
-{
-	bool da = domain_is_default(a), db = domain_is_default(b);
-	if (da || db)
-		return da && db;
-	return strcmp(a, b) == 0;
-}
-
-const Kernel *kernel_find(const char *domain, const char *op_type)
-{
-	if (!op_type)
-		return NULL;
-	for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
-		for (const Kernel *k = families[f]; k->name; k++)
-			if (strcmp(k->name, op_type) == 0 && dom_eq(k->domain, domain))
-				return k;
-	return NULL;
-}
-
-void kernel_foreach(void (*fn)(void *ctx, const char *domain, const char *name), void *ctx)
-{
-	for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
-		for (const Kernel *k = families[f]; k->name; k++)
-			fn(ctx, k->domain, k->name);
-}
 
 /* ---------------------------------------------------------------- messages */
 

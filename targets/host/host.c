@@ -353,10 +353,10 @@ static int gen_module(HostGen *g, Plan *p, Diag *d)
 	FOR_NODES(gr, n) {
 		const HgKernel *k = hg_kernel_find(n);
 		if (!k) {
+			char op[sizeof d->msg];
 			free(fns);
-			return diag_fail(d, "%s: node '%s': op '%s%s%s' has no host kernel (--target host)",
-			                 model_name(g->opt), n->name, n->domain && *n->domain ? n->domain : "",
-			                 n->domain && *n->domain ? "." : "", n->op_type);
+			return diag_fail(d, "%s: node '%s': op '%s' has no host kernel (--target host)",
+			                 model_name(g->opt), n->name, node_op_name(n, op, sizeof op));
 		}
 		char name[160];
 		snprintf(name, sizeof name, "k%d_%s", idx, n->op_type);
@@ -548,8 +548,7 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	LLVMDisposeTargetData(td);
 
 	FOR_NODES(m->graph, n) {
-		if (!strcmp(n->op_type, "MatMulNBits") && n->domain && !strcmp(n->domain, "ai.wlower") &&
-		    hg_prepare_matmul_nbits(&g, n, d) != WL_OK)
+		if (n->op == OP_WlMatMulNBits && hg_prepare_matmul_nbits(&g, n, d) != WL_OK)
 			goto done;
 	}
 	if (make_plan(&g, &plan, d) != WL_OK || gen_module(&g, &plan, d) != WL_OK)

@@ -5,8 +5,8 @@
  *                 object emission (TargetMachine), link of module.so, manifest
  *   hg_util.c     builder helpers shared by the kernel generators (loops,
  *                 vector types, parallel_for outlining, intrinsics)
- *   kgen_*.c      one file per kernel family; each registers in the op table
- *                 hg_kernels.c: op → {emit, scratch}
+ *   hg_kernels.c  the op table: Op → {emit, scratch}
+ *   kgen_*.c      one file per kernel family (the generators the table names)
  *
  * Module ABI (what module.so exports; the runtime, runtime/rt/wlower_rt.c, calls it):
  *
@@ -52,16 +52,16 @@ typedef struct HostGen {
 	LLVMTypeRef t_api;            /* struct WlHostApi */
 } HostGen;
 
-/* A kernel generator fills the body of fn (already created with t_kernel,
- * entry block positioned) for node n. */
+/* A row of the op table (hg_kernels.c). A kernel generator fills the body of
+ * fn (already created with t_kernel, entry block positioned) for node n. */
 typedef struct HgKernel {
-	const char *domain, *op_type;
 	int (*emit)(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 	/* scratch bytes (0 = none); may be NULL */
 	uint64_t (*scratch)(HostGen *g, const Node *n);
 } HgKernel;
 
-/* hg_kernels.c: the one table; NULL if the op has no host kernel. */
+/* hg_kernels.c: the row of n's op; NULL if the op has no host kernel
+ * (host_op_supported, target.h). */
 const HgKernel *hg_kernel_find(const Node *n);
 
 

@@ -78,11 +78,11 @@ typedef struct BinCtx {
 
 static LLVMValueRef bin_op(HostGen *g, const Node *n, LLVMValueRef a, LLVMValueRef b)
 {
-	if (!strcmp(n->op_type, "Add"))
-		return LLVMBuildFAdd(g->b, a, b, "");
-	if (!strcmp(n->op_type, "Sub"))
-		return LLVMBuildFSub(g->b, a, b, "");
-	return LLVMBuildFMul(g->b, a, b, "");
+	switch (n->op) {
+	case OP_Add: return LLVMBuildFAdd(g->b, a, b, "");
+	case OP_Sub: return LLVMBuildFSub(g->b, a, b, "");
+	default: return LLVMBuildFMul(g->b, a, b, "");
+	}
 }
 
 static void bin_body(HostGen *g, void *vc, LLVMValueRef i, LLVMValueRef nv)
@@ -241,10 +241,10 @@ int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	if (hg_dims(g, n, x, dims, d) < 0 || hg_dims(g, n, y, dims, d) < 0)
 		return WL_ERR;
 	int kind = U_COPY;
-	if (!strcmp(n->op_type, "Gelu")) {
+	if (n->op == OP_Gelu || n->op == OP_WlGelu) {
 		const char *ap = attr_string(n, "approximate", "none");
 		kind = !strcmp(ap, "tanh") ? U_GELU_TANH : U_GELU;
-	} else if (!strcmp(n->op_type, "SiLU")) {
+	} else if (n->op == OP_WlSiLU) {
 		kind = U_SILU;
 	}
 	int64_t T = hg_numel(y);

@@ -188,14 +188,13 @@ static void fuse_epilogue(Node *n)
 		return;
 	int slot;
 	Node *u = sole_user(n->outputs[0], &slot);
-	if (u && !strcmp(u->op_type, "Gelu") && u->noutputs == 1 && u->outputs[0] &&
-	    !strcmp(attr_string(u, "approximate", "none"), "none") &&
-	    (!u->domain || !*u->domain || !strcmp(u->domain, "ai.wlower"))) {
+	if (u && (u->op == OP_Gelu || u->op == OP_WlGelu) && u->noutputs == 1 && u->outputs[0] &&
+	    !strcmp(attr_string(u, "approximate", "none"), "none")) {
 		absorb(n, u);
 		node_add_attr(n, "host_act", AT_INT)->i = 1;
 	}
 	u = sole_user(n->outputs[0], &slot);
-	if (!u || strcmp(u->op_type, "Add") || (u->domain && *u->domain) || u->ninputs != 2 || u->noutputs != 1 ||
+	if (!u || u->op != OP_Add || u->ninputs != 2 || u->noutputs != 1 ||
 	    !u->outputs[0] || !u->inputs[0] || !u->inputs[1])
 		return;
 	Value *r = u->inputs[1 - slot], *t = n->outputs[0];

@@ -110,7 +110,7 @@ static int run_test(const char *dir, const char *name, int threads, bool *all_li
 	}
 	bool supported = true;
 	FOR_NODES(m->graph, nd) {
-		if (!kernel_find(nd->domain, nd->op_type)) {
+		if (!interp_op_supported(nd->op)) {
 			supported = false;
 			snprintf(msg, msgn, "no kernel for %s", nd->op_type);
 		}
