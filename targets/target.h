@@ -50,7 +50,10 @@ ManifestInfo target_manifest_info(const TargetOptions *o);
 /* Each writes its files into dir (exists, empty). WL_OK or WL_ERR + Diag. */
 int chimera_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d);
 int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d);
-/* True when op has a host kernel (targets/host/hg_kernels.c). */
+/* True when op has a kernel on that target (the rows of targets/host/
+ * hg_kernels.c and targets/chimera/ops/ops.c); `wlower --list-ops` prints
+ * them with the interpreter's. */
 bool host_op_supported(Op op);
+bool chimera_op_supported(Op op);
 
 #endif

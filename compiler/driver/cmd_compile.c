@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "compiler/driver/commands.h"
+#include "runtime/interp/interp.h"
 #include "targets/target.h"
 #include "targets/host/hostgen.h"
 
@@ -42,6 +43,8 @@ static const char usage_main[] =
 "  --verify              run the IR verifier after every pass (always on in debug builds)\n"
 "  --stats               print read / pass / write times and peak memory (to stderr)\n"
 "  --list-passes         list the passes and groups, with their contracts\n"
+"  --list-ops            the support matrix: every op and whether the reference\n"
+"                        executor, the qc-* targets and the host target run it\n"
 "\n"
 "fusion (group 'fuse'):\n"
 "  --prepend-logmel      the input becomes the waveform [1,480000]; an ai.wlower.LogMel\n"
@@ -80,7 +83,7 @@ typedef struct Options {
 	const char *model, *out, *emit, *tranges, *target, *cpu;
 	long cores, macs_per_pe, threads;
 	double ocm, clock, ext_bw;
-	bool print_weights, external_data, list_passes, stats, print_fracbits;
+	bool print_weights, external_data, list_passes, list_ops, stats, print_fracbits;
 	bool seen[32];                 /* per row of compile_opts: given */
 	PipelineOptions pipe;
 } Options;
@@ -100,6 +103,7 @@ static const OptSpec compile_opts[] = {
 	{"--print-weights", NULL, OPT_FLAG, O(print_weights)},
 	{"--external-data", NULL, OPT_FLAG, O(external_data)},
 	{"--list-passes", NULL, OPT_FLAG, O(list_passes)},
+	{"--list-ops", NULL, OPT_FLAG, O(list_ops)},
 	{"--stats", NULL, OPT_FLAG, O(stats)},
 	{"--print-fracbits", NULL, OPT_FLAG, O(print_fracbits)},
 	{"--prepend-logmel", NULL, OPT_FLAG, O(pipe.fuse.prepend_logmel)},
@@ -138,6 +142,21 @@ static bool hardware_given(const Options *o)
 			return true;
 	}
 	return false;
+}
+
+/* The support matrix: every op of the op table (compiler/ir/ops.def) and
+ * whether the reference executor, the chimera targets and the host target
+ * have a kernel for it. */
+static void list_ops(void)
+{
+	printf("%-48s %-6s %-7s %s\n", "op (ops.def)", "interp", "chimera", "host");
+	for (int i = 1; i < OP_COUNT_; i++) {
+		const OpInfo *oi = &op_info[i];
+		char name[128];
+		snprintf(name, sizeof name, "%s%s%s", oi->domain[0] ? oi->domain : "", oi->domain[0] ? "." : "", oi->name);
+		printf("%-48s %-6s %-7s %s\n", name, interp_op_supported((Op)i) ? "yes" : "-",
+		       chimera_op_supported((Op)i) ? "yes" : "-", host_op_supported((Op)i) ? "yes" : "-");
+	}
 }
 
 static void list_passes(void)
@@ -309,6 +328,10 @@ int cmd_compile(int argc, char **argv)
 		return rc;
 	if (o.list_passes) {
 		list_passes();
+		return 0;
+	}
+	if (o.list_ops) {
+		list_ops();
 		return 0;
 	}
 	if (o.cpu && strcmp(o.cpu, "help") == 0) {

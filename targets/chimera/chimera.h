@@ -99,7 +99,7 @@ struct ChOp {
 extern const ChOp chimera_ops[OP_COUNT_];
 /* The row of op, or NULL if the chimera targets have no kernel for it. */
 const ChOp *chimera_op(Op op);
-bool chimera_op_supported(Op op);
+/* chimera_op_supported (target.h) says whether it has one. */
 
 /* Bad input (unsupported op, attribute or format) → WL_ERR naming node and op. */
 int ccl_kernel_info(const Node *n, CclKernelInfo *ki, Diag *d);

@@ -20,6 +20,9 @@ F (always printed), then the checks
   WhisperAttention    1 per attention (encoder: 1 per layer; decoders: 2 per layer)
   ConvStem            1 in the encoder
   GroupQueryAttention 1 per Qwen2 layer
+  support             every op left in F has a row in the support matrix
+                      (`wlower --list-ops`) of the reference executor, the
+                      chimera targets and the host target
   psnr                `wlower run F` vs ONNX Runtime on the original graph:
                       PSNR >= 100 dB on every output, equal tokens for logits
 A check that is not in --require (comma list of the names above; default: all)
@@ -40,7 +43,7 @@ sys.path.insert(0, HERE)
 import run_oracle as ro  # noqa: E402  (make_inputs, sh, brief)
 
 ALL_CHECKS = ["no-MatMul", "no-MatMulNBits", "no-Softmax", "no-Erf", "no-Conv",
-              "WhisperAttention", "ConvStem", "GroupQueryAttention", "psnr"]
+              "WhisperAttention", "ConvStem", "GroupQueryAttention", "support", "psnr"]
 FORBIDDEN = {"no-MatMul": ("", "MatMul"), "no-MatMulNBits": ("com.microsoft", "MatMulNBits"),
              "no-Softmax": ("", "Softmax"), "no-Erf": ("", "Erf"), "no-Conv": ("", "Conv")}
 
@@ -53,6 +56,21 @@ def histogram(path):
         dom = n.domain if n.domain not in ("", "ai.onnx") else ""
         h[(dom, n.op_type)] += 1
     return h
+
+
+def support_matrix(wlower):
+    """{(domain, op): (interp, chimera, host)} from `wlower --list-ops`."""
+    r = subprocess.run([wlower, "--list-ops"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit("wlower --list-ops exited %d: %s" % (r.returncode, r.stderr.strip()))
+    m = {}
+    for line in r.stdout.splitlines()[1:]:
+        name, i, c, h = line.split()
+        dom, _, op = name.rpartition(".")
+        m[(dom, op)] = (i == "yes", c == "yes", h == "yes")
+    if len(m) < 50:
+        raise SystemExit("wlower --list-ops: %d ops only" % len(m))
+    return m
 
 
 def fmt_hist(h):
@@ -109,6 +127,14 @@ def one_graph(args, tally, label, model, graph, layers, feeds, work):
     for op, want in expected_counts(graph, layers):
         k = after.get(("ai.wlower", op), 0)
         tally.check(label, op, k == want, "%d (want %d)" % (k, want))
+    lacking = []
+    for (dom, op) in sorted(after):
+        rows = args.support.get((dom, op), (False, False, False))
+        miss = [t for t, ok in zip(("interp", "chimera", "host"), rows) if not ok]
+        if miss:
+            lacking.append("%s%s (%s)" % (dom + "." if dom else "", op, "/".join(miss)))
+    tally.check(label, "support", not lacking, "no row: " + ", ".join(lacking) if lacking
+                else "every op has interp, chimera and host rows")
     wdir, odir = os.path.join(work, "wlower"), os.path.join(work, "ort")
     for d in (wdir, odir):
         subprocess.run(["rm", "-rf", d])
@@ -218,6 +244,7 @@ def main():
         ap.error("unknown checks %s (known: %s)" % (sorted(unknown), ",".join(ALL_CHECKS)))
     print("fuse-e2e: required checks: %s" % (",".join(c for c in ALL_CHECKS if c in required) or "none"))
     tally = Tally(required)
+    args.support = support_matrix(args.wlower)
     r, _ = ro.sh(["sh", os.path.join(HERE, "install.sh")])
     if r.returncode != 0:
         print("fuse-e2e: the ONNX Runtime oracle could not be installed: %s" % ro.brief(r.stderr + r.stdout))
