@@ -34,6 +34,7 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 typedef struct GeluMatch {
 	Value *x, *y;

@@ -36,6 +36,7 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 typedef struct LnMatch {
 	Value *x, *y, *gamma, *beta;

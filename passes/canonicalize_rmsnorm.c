@@ -33,6 +33,7 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 typedef struct RmsMatch {
 	Value *x, *y, *gamma;

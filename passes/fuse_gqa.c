@@ -45,6 +45,7 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 enum { MAXN = 48, MAXR = 6 };
 

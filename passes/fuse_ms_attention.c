@@ -35,6 +35,7 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 typedef struct MsaMatch {
 	Node *n;

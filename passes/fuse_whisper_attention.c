@@ -45,6 +45,7 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 enum { MAXN = 32, MAXR = 6 };
 

@@ -1,7 +1,7 @@
-/* fuse_util.c — what every rewriting pass needs for the nodes it creates:
+/* match.c — what every rewriting pass needs for the nodes it creates:
  * a stable, readable name and the `fused_from` attribute (docs/OPS.md). */
 #include <string.h>
-#include "passes.h"
+#include "match.h"
 
 const char *fused_node_name(Module *m, Node *const *nodes, int nn, const char *suffix,
                             const char *op, int *counter)
