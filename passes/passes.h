@@ -33,4 +33,7 @@ void whisper_mel_filters(int n_mels, float *out);
  * passes that create nodes). Unknown ops keep declared types. */
 int shape_infer_node(Node *n, Diag *d);
 
+/* match.h: the matcher library (match_*, sole_user, fused_node_name, ...)
+ * the canonicalize and fuse passes share. */
+
 #endif
