@@ -91,8 +91,6 @@ static bool match_tail(GeluMatch *g, Value *t)
 
 static bool match_erf_gelu(Node *erf, GeluMatch *g)
 {
-	memset(g, 0, sizeof *g);
-	match_init(&g->set, 10);
 	Value *dv = erf->inputs[0];
 	Node *d = producer(dv, OP_Div);
 	Value *x = d ? other_than_const(d, M_SQRT2) : NULL;
@@ -139,8 +137,6 @@ static Value *cube_of(Value *c, GeluMatch *g)
 
 static bool match_tanh_gelu(Node *th, GeluMatch *g)
 {
-	memset(g, 0, sizeof *g);
-	match_init(&g->set, 10);
 	Value *uv = th->inputs[0];
 	Node *u = producer(uv, OP_Mul);
 	Value *sv = u && sole_read(uv) ? other_than_const(u, 0.7978845608028654) : NULL;
@@ -158,7 +154,7 @@ static bool match_tanh_gelu(Node *th, GeluMatch *g)
 			g->x = x;
 			match_push(&g->set, k);
 		} else {
-			g->set.nn = mark;
+			match_truncate(&g->set, mark);
 		}
 	}
 	if (!g->x)
@@ -168,6 +164,18 @@ static bool match_tanh_gelu(Node *th, GeluMatch *g)
 	match_push(&g->set, th);
 	g->tanh_form = true;
 	return match_tail(g, th->outputs[0]);
+}
+
+/* The erf or tanh form from its Erf or Tanh node. */
+static bool match_gelu(Node *n, GeluMatch *g)
+{
+	memset(g, 0, sizeof *g);
+	match_init(&g->set, 10);
+	if (n->op == OP_Erf && n->ninputs == 1)
+		return match_erf_gelu(n, g);
+	if (n->op == OP_Tanh && n->ninputs == 1)
+		return match_tanh_gelu(n, g);
+	return false;
 }
 
 /* ---------------------------------------------------------------- rewrite */
@@ -180,12 +188,7 @@ static Node *emit_gelu(Module *m, Node *const *nodes, int nn, Node *last, Value 
 	const char *name = fused_node_name(m, nodes, nn, "Gelu", "Gelu", counter);
 	Node *n = node_new(g, "Gelu", "ai.wlower", name);
 	set_string_attr(m, n, "approximate", tanh_form ? "tanh" : "none");
-	set_fused_from(m, n, nodes, nn);
-	node_insert_before(last, n);
-	node_add_input(n, x);
-	for (int i = 0; i < nn; i++)
-		node_remove(nodes[i]);
-	node_add_output(n, y);
+	replace_nodes(m, n, nodes, nn, last, &x, 1, y);
 	module_set_opset(m, "ai.wlower", 1);
 	return n;
 }
@@ -230,17 +233,12 @@ int pass_canonicalize_gelu(Module *m, PassContext *ctx, Diag *d)
 		again = false;
 		FOR_NODES(g, n) {
 			GeluMatch gm;
-			bool ok = false;
-			if (n->op == OP_Erf && n->ninputs == 1)
-				ok = match_erf_gelu(n, &gm);
-			else if (n->op == OP_Tanh && n->ninputs == 1)
-				ok = match_tanh_gelu(n, &gm);
-			else if ((n->op == OP_MsGelu || n->op == OP_MsFastGelu) && rewrite_ms(m, n, &counter)) {
+			if ((n->op == OP_MsGelu || n->op == OP_MsFastGelu) && rewrite_ms(m, n, &counter)) {
 				changed++;
 				again = true;
 				break;
 			}
-			if (ok) {
+			if (match_gelu(n, &gm)) {
 				rewrite_gelu(m, &gm, &counter);
 				changed++;
 				again = true;

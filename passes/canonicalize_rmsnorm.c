@@ -50,13 +50,8 @@ static Node *emit_rms(Module *m, Node *const *nodes, int nn, Value *x, Value *ga
 	a->f = eps;
 	a = node_add_attr(n, "axis", AT_INT);
 	a->i = -1;
-	set_fused_from(m, n, nodes, nn);
-	node_insert_before(last, n);
-	node_add_input(n, x);
-	node_add_input(n, gamma);
-	for (int i = 0; i < nn; i++)
-		node_remove(nodes[i]);
-	node_add_output(n, y);
+	Value *ins[2] = {x, gamma};
+	replace_nodes(m, n, nodes, nn, last, ins, 2, y);
 	module_set_opset(m, "ai.wlower", 1);
 	return n;
 }

@@ -44,15 +44,10 @@ static Node *rewrite_silu(Module *m, SiluMatch *S, int *counter)
 {
 	Node *from[2] = {S->sig, S->mul};
 	Node *n = node_new(S->mul->graph, "SiLU", "ai.wlower", fused_node_name(m, from, 2, "SiLU", "SiLU", counter));
-	set_fused_from(m, n, from, 2);
-	node_insert_before(S->mul, n);
-	node_add_input(n, S->x);
 	Value *s = S->sig->outputs[0];
-	node_remove(S->sig);
-	node_remove(S->mul);
+	replace_nodes(m, n, from, 2, S->mul, &S->x, 1, S->y);
 	s->type.kind = TY_NONE;
 	s->in_value_info = false;
-	node_add_output(n, S->y);
 	module_set_opset(m, "ai.wlower", 1);
 	return n;
 }

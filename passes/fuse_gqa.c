@@ -12,7 +12,8 @@
  *   ka = Concat <axis=2> (past_k, kr)                    # optional; va = Concat (past_v, vh)
  *   kx = Reshape (Expand (Unsqueeze <axes=[2]> (ka), _), _)   # repeat_kv [B,H,L,hd]; absent if g = 1
  *   s  = Div (MatMul (qr, Transpose <perm=[0,1,3,2]> (kx)), c) # or Mul by 1/c, c scalar
- *   s' = Add (s, mask)        # optional: a causal constant [1,1,T,L] (or Expand of one), or
+ *   s' = Add (s, mask)        # optional: a causal constant [.., T, L], leading dims 1 (the first
+ *                             # may be B), or an Expand of one; or
  *                             # pad = Where (Cast<bool> (Cast<bool> (m)), finfo.min, m) with
  *                             # m = Sub (1, Cast<float> (Expand (Unsqueeze (Unsqueeze (attention_mask))))),
  *                             # or both (transformers' causal.masked_fill(pad.bool(), finfo.min)):
@@ -40,6 +41,9 @@
  * padded differs (the graph then spreads the softmax over every key; the
  * op over the visible ones): transformers' outputs for such padding
  * queries are unused.
+ *
+ * The Softmax, ·V, head split and merge, K/V Concat and causal-mask tests
+ * are match.h's, shared with fuse-whisper-attention.
  */
 #include <float.h>
 #include <math.h>
@@ -48,19 +52,18 @@
 #include "match.h"
 
 typedef struct GqMatch {
-	MatchSet set;
-	Value *q, *k, *v, *cos, *sin, *pos, *past_k, *past_v, *present_k, *present_v, *am, *out;
+	AttnCore c;
+	Value *q, *k, *v, *cos, *sin, *pos, *past_k, *past_v, *am;
 	int64_t B, T, P, H, Hkv, hd;
 	bool causal, rope;
 	double scale;
-	Node *last;
 } GqMatch;
 
 /* q/k/v head split: Transpose 0213 (Reshape (x [B,T,nh·hd])) → x. */
 static Value *match_split(GqMatch *m, Value *h, int64_t nh)
 {
 	int64_t d[4];
-	Value *x = match_head_split(&m->set, h, d);
+	Value *x = match_head_split(&m->c.set, h, d);
 	return x && d[1] == nh && d[3] == m->hd && head_proj(x, d) ? x : NULL;
 }
 
@@ -177,9 +180,9 @@ static Value *match_repeat(GqMatch *m, Value *x)
 	if (m->Hkv && m->Hkv != ad[1])
 		return NULL;
 	m->Hkv = ad[1];
-	match_push(&m->set, rs);
-	match_push(&m->set, ex);
-	match_push(&m->set, un);
+	match_push(&m->c.set, rs);
+	match_push(&m->c.set, ex);
+	match_push(&m->c.set, un);
 	return a;
 }
 
@@ -235,7 +238,7 @@ static Value *mask_combined(const GqMatch *m, const Value *mask)
 static bool match_gqa(Node *sm, GqMatch *m)
 {
 	memset(m, 0, sizeof *m);
-	match_init(&m->set, MATCH_MAXN);
+	match_init(&m->c.set, MATCH_MAXN);
 	int64_t d[MATCH_MAXR];
 	if (softmax_last(sm, d) != 4)
 		return false;
@@ -243,8 +246,8 @@ static bool match_gqa(Node *sm, GqMatch *m)
 	m->H = d[1];
 	m->T = d[2];
 	int64_t L = d[3];
-	match_push(&m->set, sm);
-	Node *mm2 = match_pv(&m->set, sm);
+	match_push(&m->c.set, sm);
+	Node *mm2 = match_pv(&m->c.set, sm);
 	if (!mm2)
 		return false;
 	/* scores: an additive mask and/or a Where mask, either order */
@@ -257,7 +260,7 @@ static bool match_gqa(Node *sm, GqMatch *m)
 			if (!sole_read(s))
 				return false;
 			wcond = n->inputs[0];
-			match_push(&m->set, n);
+			match_push(&m->c.set, n);
 			s = sx;
 		} else if (!mask && (n = producer(s, OP_Add)) && n->ninputs == 2) {
 			if (!sole_read(s))
@@ -265,7 +268,7 @@ static bool match_gqa(Node *sm, GqMatch *m)
 			bool first = producer(n->inputs[0], OP_Div) || producer(n->inputs[0], OP_Mul) ||
 			             producer(n->inputs[0], OP_MatMul) || where_scores(n->inputs[0]->producer, &(bool){0});
 			mask = n->inputs[first ? 1 : 0];
-			match_push(&m->set, n);
+			match_push(&m->c.set, n);
 			s = n->inputs[first ? 0 : 1];
 		} else {
 			break;
@@ -276,19 +279,19 @@ static bool match_gqa(Node *sm, GqMatch *m)
 	Value *sx;
 	if ((n = producer(s, OP_Div)) && (sx = scaled_operand(n, DT_UNDEFINED, &c)) && c != 0 && isfinite(c)) {
 		m->scale = 1.0 / c;
-		match_push(&m->set, n);
+		match_push(&m->c.set, n);
 		s = sx;
 	} else if ((n = producer(s, OP_Mul))) {
 		if (!(sx = scaled_operand(n, DT_UNDEFINED, &c)))
 			return false;
 		m->scale = c;
-		match_push(&m->set, n);
+		match_push(&m->c.set, n);
 		s = sx;
 	}
 	Node *mm1 = producer(s, OP_MatMul);
 	if (!mm1)
 		return false;
-	match_push(&m->set, mm1);
+	match_push(&m->c.set, mm1);
 	int64_t qd[MATCH_MAXR];
 	if (static_shape(mm1->inputs[0], qd) != 4)
 		return false;
@@ -298,11 +301,11 @@ static bool match_gqa(Node *sm, GqMatch *m)
 	Node *kt = producer(mm1->inputs[1], OP_Transpose);
 	if (!perm_is(kt, 4, p0132))
 		return false;
-	match_push(&m->set, kt);
+	match_push(&m->c.set, kt);
 	Value *ka = match_repeat(m, kt->inputs[0]);
 	if (!ka)
 		return false;
-	Value *kr = match_past(&m->set, ka, &m->past_k, &m->present_k);
+	Value *kr = match_past(&m->c.set, ka, &m->past_k, &m->c.present_k);
 	if (!kr)
 		return false;
 	Node *rn[16];
@@ -313,7 +316,7 @@ static bool match_gqa(Node *sm, GqMatch *m)
 		return false;
 	m->rope = kh != NULL;
 	for (int i = 0; i < rnn; i++)
-		match_push(&m->set, rn[i]);
+		match_push(&m->c.set, rn[i]);
 	if (!kh)
 		kh = kr;
 	if (!(m->q = match_split(m, qh, m->H)) || !(m->k = match_split(m, kh, m->Hkv)))
@@ -322,7 +325,7 @@ static bool match_gqa(Node *sm, GqMatch *m)
 	Value *va = match_repeat(m, mm2->inputs[1]);
 	if (!va)
 		return false;
-	Value *vh = match_past(&m->set, va, &m->past_v, &m->present_v);
+	Value *vh = match_past(&m->c.set, va, &m->past_v, &m->c.present_v);
 	if (!vh || !(m->v = match_split(m, vh, m->Hkv)) || !m->past_k != !m->past_v)
 		return false;
 	if (m->past_k) {
@@ -349,47 +352,28 @@ static bool match_gqa(Node *sm, GqMatch *m)
 	}
 	/* head merge */
 	int64_t want[3] = {m->B, m->T, m->H * m->hd};
-	if (!(m->out = match_head_merge(&m->set, mm2->outputs[0], want)))
+	if (!(m->c.out = match_head_merge(&m->c.set, mm2->outputs[0], want)))
 		return false;
-	m->last = m->out->producer;
-	return !match_full(&m->set);
-}
-
-static bool check_private(const GqMatch *m)
-{
-	const Value *late[2] = {m->present_k, m->present_v};
-	return match_is_private(&m->set, m->last, m->out, late, 2);
+	m->c.last = m->c.out->producer;
+	return !match_full(&m->c.set);
 }
 
 static void rewrite_gqa(Module *mod, GqMatch *m, int *counter)
 {
-	Graph *g = m->last->graph;
 	Node *ordered[MATCH_MAXN];
-	int no = match_in_order(&m->set, g, ordered);
-	const char *name = fused_node_name(mod, ordered, no, "core", "GroupQueryAttention", counter);
-	Node *n = node_new(g, "GroupQueryAttention", "ai.wlower", name);
+	int no;
+	const char *name = attn_name(mod, &m->c, "GroupQueryAttention", ordered, &no, counter);
+	Node *n = node_new(m->c.last->graph, "GroupQueryAttention", "ai.wlower", name);
 	IntAttr ia[] = {
 		{"heads", m->H}, {"kv_heads", m->Hkv}, {"head_dim", m->hd}, {"causal", m->causal}, {"rope", m->rope},
 	};
 	set_int_attrs(n, ia, 5);
 	node_add_attr(n, "scale", AT_FLOAT)->f = (float)m->scale;
-	set_fused_from(mod, n, ordered, no);
-	node_insert_before(m->last, n);
 	Value *in[9] = {m->q, m->k, m->v, m->cos, m->sin, m->past_k, m->past_v, m->am, m->pos};
 	int nin = 9;
 	while (nin > 3 && !in[nin - 1])
 		nin--;
-	for (int i = 0; i < nin; i++)
-		node_add_input(n, in[i]);
-	const Value *keep[3] = {m->out, m->present_k, m->present_v};
-	match_remove(&m->set, keep, 3);
-	node_add_output(n, m->out);
-	if (m->present_k && (m->present_k->nusers || m->present_k->is_output || m->present_v->nusers ||
-	                     m->present_v->is_output)) {
-		node_add_output(n, m->present_k);
-		node_add_output(n, m->present_v);
-	}
-	module_set_opset(mod, "ai.wlower", 1);
+	attn_replace(mod, &m->c, n, ordered, no, in, nin);
 }
 
 int pass_fuse_gqa(Module *mod, PassContext *ctx, Diag *d)
@@ -400,9 +384,9 @@ int pass_fuse_gqa(Module *mod, PassContext *ctx, Diag *d)
 		if (n->op != OP_Softmax)
 			continue;
 		GqMatch m;
-		if (!match_gqa(n, &m) || !check_private(&m))
+		if (!match_gqa(n, &m) || !attn_is_private(&m.c))
 			continue;
-		nx = m.last->next;
+		nx = m.c.last->next;
 		rewrite_gqa(mod, &m, &counter);
 		changed++;
 	}

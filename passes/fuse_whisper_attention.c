@@ -34,7 +34,8 @@
  * that is not exactly causal, a scale that is not a scalar constant, or an
  * intermediate value read outside the pattern leaves the pattern alone.
  * The present outputs are the Concat results when something else (a graph
- * output) reads them.
+ * output) reads them. The Softmax, ·V, head split and merge, K/V Concat and
+ * causal-mask tests are match.h's, shared with fuse-gqa.
  *
  * requires  shape-infer (every value in the pattern has a known static
  *           shape), canonicalize (constants are initializers)
@@ -50,12 +51,11 @@
 enum { MAXN = 32 };
 
 typedef struct WaMatch {
-	MatchSet set;
-	Value *q, *k, *v, *past_k, *past_v, *present_k, *present_v, *out;
+	AttnCore c;
+	Value *q, *k, *v, *past_k, *past_v;
 	int64_t B, T, S, P, H, hd;
 	bool causal, bhsd;
 	double scale;
-	Node *last;
 } WaMatch;
 
 /* ---------------------------------------------------------------- helpers */
@@ -78,7 +78,7 @@ static Value *peel_scale(WaMatch *m, Value *v)
 	if (!x)
 		return v;
 	m->scale *= c;
-	match_push(&m->set, n);
+	match_push(&m->c.set, n);
 	return x;
 }
 
@@ -97,19 +97,19 @@ static bool match_kv4(WaMatch *m, Value *kh, Value **x, Value **past, Value **pr
 	int64_t d[MATCH_MAXR], pd[MATCH_MAXR];
 	if (static_shape(kh, d) != 4 || d[0] != m->B || d[1] != m->H || d[3] != m->hd)
 		return false;
-	Value *nw = match_past(&m->set, kh, past, present);
+	Value *nw = match_past(&m->c.set, kh, past, present);
 	if (!nw)
 		return false;
 	if (*past && (static_shape(*past, pd) != 4 || pd[0] != m->B || pd[1] != m->H || pd[3] != m->hd))
 		return false;
-	int mark = m->set.nn;
+	int mark = m->c.set.nn;
 	int64_t hd[4];
-	Value *a = nw->nusers == 1 ? match_head_split(&m->set, nw, hd) : NULL;
+	Value *a = nw->nusers == 1 ? match_head_split(&m->c.set, nw, hd) : NULL;
 	if (a && head_proj(a, hd)) {
 		*x = a;
 		*bhsd = false;
 	} else {
-		m->set.nn = mark;     /* k itself is [B,H,S,hd] */
+		match_truncate(&m->c.set, mark);     /* k itself is [B,H,S,hd] */
 		*x = nw;
 		*bhsd = true;
 	}
@@ -136,21 +136,21 @@ static Value *peel_view(WaMatch *m, Value *v, bool back)
 		return v;
 	if (back && !sole_read(b))
 		return v;
-	match_push(&m->set, n);
+	match_push(&m->c.set, n);
 	return back ? a : b;
 }
 
 static bool match_wa(Node *sm, WaMatch *m)
 {
 	memset(m, 0, sizeof *m);
-	match_init(&m->set, MAXN);
+	match_init(&m->c.set, MAXN);
 	m->scale = 1.0;
 	int64_t sd[MATCH_MAXR];
 	if (softmax_last(sm, sd) < 3)
 		return false;
-	match_push(&m->set, sm);
+	match_push(&m->c.set, sm);
 	/* forward: ·V (Casts only from a float Softmax) */
-	Node *mm2 = match_pv(&m->set, sm);
+	Node *mm2 = match_pv(&m->c.set, sm);
 	if (!mm2 || (mm2->inputs[0] != sm->outputs[0] && sm->outputs[0]->type.elem != DT_FLOAT))
 		return false;
 	/* backward from the Softmax: views, mask, scale, QK^T */
@@ -178,7 +178,7 @@ static bool match_wa(Node *sm, WaMatch *m)
 			if (!(sx = where_scores(n, &where_keep)))
 				return false;
 			where = n;
-			match_push(&m->set, n);
+			match_push(&m->c.set, n);
 			s = sx;
 		} else if (n->op == OP_Add && !mask) {
 			Value *x = n->inputs[0], *o = n->inputs[1];
@@ -188,12 +188,12 @@ static bool match_wa(Node *sm, WaMatch *m)
 			if (!const_like(o) || const_like(x))
 				return false;
 			mask = o;
-			match_push(&m->set, n);
+			match_push(&m->c.set, n);
 			s = x;
 		} else if ((n->op == OP_Div || n->op == OP_Mul) && (sx = scaled(n, &c)) && c > 0) {
 			/* before or after the mask: a positive scale keeps masked scores masked */
 			m->scale *= n->op == OP_Div ? 1.0 / c : c;
-			match_push(&m->set, n);
+			match_push(&m->c.set, n);
 			s = sx;
 		} else {
 			return false;
@@ -201,7 +201,7 @@ static bool match_wa(Node *sm, WaMatch *m)
 	}
 	if (!mm1)
 		return false;
-	match_push(&m->set, mm1);
+	match_push(&m->c.set, mm1);
 	/* Q: [Reshape 3-D] <- [Mul] <- Transpose 0213 <- Reshape <- [Mul] <- q */
 	Value *qv = peel_scale(m, mm1->inputs[0]);
 	int64_t qd[MATCH_MAXR];
@@ -209,12 +209,12 @@ static bool match_wa(Node *sm, WaMatch *m)
 		Node *r3 = producer(qv, OP_Reshape);
 		if (!r3 || qv->nusers != 1)
 			return false;
-		match_push(&m->set, r3);
+		match_push(&m->c.set, r3);
 		qv = r3->inputs[0];
 	}
 	qv = peel_scale(m, qv);
 	int64_t hq[4];
-	if (qv->nusers != 1 || !(qv = match_head_split(&m->set, qv, hq)))
+	if (qv->nusers != 1 || !(qv = match_head_split(&m->c.set, qv, hq)))
 		return false;
 	m->B = hq[0]; m->H = hq[1]; m->T = hq[2]; m->hd = hq[3];
 	qv = peel_scale(m, qv);
@@ -226,7 +226,7 @@ static bool match_wa(Node *sm, WaMatch *m)
 	Node *kt = producer(kv, OP_Transpose);
 	if (!kt || kv->nusers != 1)
 		return false;
-	match_push(&m->set, kt);
+	match_push(&m->c.set, kt);
 	int64_t p021[3] = {0, 2, 1}, p0132[4] = {0, 1, 3, 2}, p0231[4] = {0, 2, 3, 1};
 	Value *kh = NULL;
 	bool kb = false;
@@ -243,14 +243,14 @@ static bool match_wa(Node *sm, WaMatch *m)
 		if (!kr || kt->inputs[0]->nusers != 1 || static_shape(kr->inputs[0], want) != 3 || want[0] != m->B ||
 		    want[2] != m->H * m->hd)
 			return false;
-		match_push(&m->set, kr);
+		match_push(&m->c.set, kr);
 		m->k = kr->inputs[0];
 		m->S = want[1];
 	} else {
 		return false;
 	}
 	if (kh) {
-		if (!match_kv4(m, kh, &m->k, &m->past_k, &m->present_k, &kb))
+		if (!match_kv4(m, kh, &m->k, &m->past_k, &m->c.present_k, &kb))
 			return false;
 	}
 	/* V */
@@ -262,7 +262,7 @@ static bool match_wa(Node *sm, WaMatch *m)
 		vv = a;
 	}
 	bool vb = false;
-	if (!match_kv4(m, vv, &m->v, &m->past_v, &m->present_v, &vb))
+	if (!match_kv4(m, vv, &m->v, &m->past_v, &m->c.present_v, &vb))
 		return false;
 	if (!kh) {   /* openai form: k from a [B,S,D] projection, no past */
 		if (m->past_v || vb)
@@ -298,53 +298,27 @@ static bool match_wa(Node *sm, WaMatch *m)
 	if (static_shape(o, qd) == 3)
 		o = peel_view(m, o, false);
 	int64_t want_q[3] = {m->B, m->T, m->H * m->hd};
-	if (!(m->out = match_head_merge(&m->set, o, want_q)))
+	if (!(m->c.out = match_head_merge(&m->c.set, o, want_q)))
 		return false;
-	m->last = m->out->producer;
-	return !match_full(&m->set);
-}
-
-/* Every value the pattern produces is read only inside it (except out and
- * the present values), and the readers of present come after `last`. */
-static bool check_private(const WaMatch *m)
-{
-	const Value *late[2] = {m->present_k, m->present_v};
-	return match_is_private(&m->set, m->last, m->out, late, 2);
+	m->c.last = m->c.out->producer;
+	return !match_full(&m->c.set);
 }
 
 /* ---------------------------------------------------------------- rewrite */
 
 static void rewrite_wa(Module *mod, WaMatch *m, int *counter)
 {
-	Graph *g = m->last->graph;
 	Node *ordered[MATCH_MAXN];
-	int no = match_in_order(&m->set, g, ordered);
-	const char *name = fused_node_name(mod, ordered, no, "core", "WhisperAttention", counter);
+	int no;
+	const char *name = attn_name(mod, &m->c, "WhisperAttention", ordered, &no, counter);
 	WaAttrs wa = {.embed = m->H * m->hd, .heads = m->H, .q_len = m->T, .kv_len = m->P + m->S,
 	              .causal = m->causal, .scale = m->scale, .kv_layout = m->bhsd ? "bhsd" : "bsd"};
-	Node *n = new_whisper_attention(mod, g, name, &wa);
-	set_fused_from(mod, n, ordered, no);
-	node_insert_before(m->last, n);
-	node_add_input(n, m->q);
-	node_add_input(n, m->k);
-	node_add_input(n, m->v);
-	if (m->past_k) {
-		node_add_input(n, m->past_k);
-		node_add_input(n, m->past_v);
+	Node *n = new_whisper_attention(mod, m->c.last->graph, name, &wa);
+	Value *in[5] = {m->q, m->k, m->v, m->past_k, m->past_v};
+	if (!attn_replace(mod, &m->c, n, ordered, no, in, m->past_k ? 5 : 3) && m->c.present_k) {
+		m->c.present_k->in_value_info = m->c.present_v->in_value_info = false;
+		m->c.present_k->type.kind = m->c.present_v->type.kind = TY_NONE;
 	}
-	const Value *keep[3] = {m->out, m->present_k, m->present_v};
-	match_remove(&m->set, keep, 3);
-	node_add_output(n, m->out);
-	bool keep_present = m->present_k && (m->present_k->nusers || m->present_k->is_output ||
-	                                     m->present_v->nusers || m->present_v->is_output);
-	if (keep_present) {
-		node_add_output(n, m->present_k);
-		node_add_output(n, m->present_v);
-	} else if (m->present_k) {
-		m->present_k->in_value_info = m->present_v->in_value_info = false;
-		m->present_k->type.kind = m->present_v->type.kind = TY_NONE;
-	}
-	module_set_opset(mod, "ai.wlower", 1);
 }
 
 int pass_fuse_whisper_attention(Module *mod, PassContext *ctx, Diag *d)
@@ -355,9 +329,9 @@ int pass_fuse_whisper_attention(Module *mod, PassContext *ctx, Diag *d)
 		if (n->op != OP_Softmax)
 			continue;
 		WaMatch m;
-		if (!match_wa(n, &m) || !check_private(&m))
+		if (!match_wa(n, &m) || !attn_is_private(&m.c))
 			continue;
-		nx = m.last->next;
+		nx = m.c.last->next;
 		rewrite_wa(mod, &m, &counter);
 		changed++;
 	}

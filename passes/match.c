@@ -180,6 +180,12 @@ bool match_full(const MatchSet *s)
 	return s->nn > s->max;
 }
 
+void match_truncate(MatchSet *s, int nn)
+{
+	if (nn < s->nn)
+		s->nn = nn;
+}
+
 bool match_is_private(const MatchSet *s, const Node *last, const Value *out,
                       const Value *const *late, int nlate)
 {
@@ -448,6 +454,38 @@ Value *match_head_merge(MatchSet *s, Value *o, const int64_t want[3])
 	return orr->outputs[0];
 }
 
+bool attn_is_private(const AttnCore *c)
+{
+	const Value *late[2] = {c->present_k, c->present_v};
+	return match_is_private(&c->set, c->last, c->out, late, 2);
+}
+
+const char *attn_name(Module *m, const AttnCore *c, const char *op, Node **ordered, int *no, int *counter)
+{
+	*no = match_in_order(&c->set, c->last->graph, ordered);
+	return fused_node_name(m, ordered, *no, "core", op, counter);
+}
+
+bool attn_replace(Module *m, const AttnCore *c, Node *n, Node *const *ordered, int no, Value *const *ins,
+                  int nin)
+{
+	set_fused_from(m, n, ordered, no);
+	node_insert_before(c->last, n);
+	for (int i = 0; i < nin; i++)
+		node_add_input(n, ins[i]);
+	const Value *keep[3] = {c->out, c->present_k, c->present_v};
+	match_remove(&c->set, keep, 3);
+	node_add_output(n, c->out);
+	bool present = c->present_k && (c->present_k->nusers || c->present_k->is_output ||
+	                                c->present_v->nusers || c->present_v->is_output);
+	if (present) {
+		node_add_output(n, c->present_k);
+		node_add_output(n, c->present_v);
+	}
+	module_set_opset(m, "ai.wlower", 1);
+	return present;
+}
+
 /* ---------------------------------------------------------------- rewrite helpers */
 
 const char *fused_node_name(Module *m, Node *const *nodes, int nn, const char *suffix,
@@ -515,6 +553,18 @@ void set_string_attr(Module *m, Node *n, const char *name, const char *v)
 	node_add_attr(n, name, AT_STRING)->s = (StrRef){arena_strdup(m->arena, v), strlen(v)};
 }
 
+void replace_nodes(Module *m, Node *n, Node *const *nodes, int nn, Node *pos, Value *const *ins, int nin,
+                   Value *y)
+{
+	set_fused_from(m, n, nodes, nn);
+	node_insert_before(pos, n);
+	for (int i = 0; i < nin; i++)
+		node_add_input(n, ins[i]);
+	for (int i = 0; i < nn; i++)
+		node_remove(nodes[i]);
+	node_add_output(n, y);
+}
+
 void match_remove(const MatchSet *s, const Value *const *keep, int nkeep)
 {
 	for (int i = 0; i < s->nn; i++) {
@@ -546,7 +596,7 @@ Node *new_whisper_attention(Module *m, Graph *g, const char *name, const WaAttrs
 	return n;
 }
 
-/* ---------------------------------------------------------------- walking */
+/* ---------------------------------------------------------------- passes */
 
 void for_each_subgraph(Node *n, void (*fn)(Graph *g, int *changed), int *changed)
 {
@@ -557,4 +607,22 @@ void for_each_subgraph(Node *n, void (*fn)(Graph *g, int *changed), int *changed
 		for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
 			fn(at->graphs[k], changed);
 	}
+}
+
+int pass_on_graph(Module *m, PassContext *ctx, void (*run_graph)(Graph *g, int *changed))
+{
+	int changed = 0;
+	run_graph(m->graph, &changed);
+	if (ctx)
+		ctx->changed += changed;
+	return WL_OK;
+}
+
+int fusion_done(Module *m, PassContext *ctx, int changed)
+{
+	if (changed)
+		module_set_opset(m, "ai.wlower", 1);
+	if (ctx)
+		ctx->changed += changed;
+	return WL_OK;
 }

@@ -72,6 +72,9 @@ void match_init(MatchSet *s, int max);
 void match_push(MatchSet *s, Node *n);
 bool match_contains(const MatchSet *s, const Node *n);
 bool match_full(const MatchSet *s);
+/* Drops the nodes pushed after the first nn (a tentative sub-match that
+ * failed; nn from s->nn before it). */
+void match_truncate(MatchSet *s, int nn);
 /* A match may be replaced only if it is not full and every value its nodes
  * produce is read inside it, except `out` and the `late` values (present
  * K/V), whose readers outside must come after `last` in the same graph. */
@@ -157,6 +160,29 @@ Value *match_past(MatchSet *s, Value *ka, Value **past, Value **present);
  * want = [B,T,n·hd], each read only by the next. Pushes both, returns y. */
 Value *match_head_merge(MatchSet *s, Value *o, const int64_t want[3]);
 
+/* What an attention fusion replaces, in fuse-whisper-attention and fuse-gqa
+ * alike: the nodes; out, produced by the head merge's Reshape (last); the
+ * K/V Concat results present_k/v (NULL without past), which may be read
+ * outside the pattern after last (the KV cache outputs). */
+typedef struct AttnCore {
+	MatchSet set;
+	Value *out, *present_k, *present_v;
+	Node *last;
+} AttnCore;
+
+/* match_is_private for a core: only out and present are read outside. */
+bool attn_is_private(const AttnCore *c);
+/* The fused node's name: the core's common "/a/b/" prefix + "core", else
+ * "/<op>_<counter++>". ordered (MATCH_MAXN) gets the core's nodes in graph
+ * order, *no their count. */
+const char *attn_name(Module *m, const AttnCore *c, const char *op, Node **ordered, int *no, int *counter);
+/* n, new with its attributes, replaces the core: fused_from lists ordered,
+ * n goes before last, reads ins[0..nin) and produces out, then present K
+ * and V while anything still reads them. Imports ai.wlower. Returns whether
+ * present was kept. */
+bool attn_replace(Module *m, const AttnCore *c, Node *n, Node *const *ordered, int no, Value *const *ins,
+                  int nin);
+
 /* ---------------------------------------------------------------- rewrite helpers */
 
 /* Names and provenance of the nodes a rewrite creates. The name is the
@@ -176,6 +202,11 @@ typedef struct IntAttr {
 void set_int_attrs(Node *n, const IntAttr *a, int na);
 void set_string_attr(Module *m, Node *n, const char *name, const char *v);
 
+/* n, a new node with its attributes, replaces nodes[0..nn): fused_from lists
+ * them, n goes before pos and reads ins[0..nin), the nodes are removed and n
+ * produces y (the value the last of them produced). */
+void replace_nodes(Module *m, Node *n, Node *const *nodes, int nn, Node *pos, Value *const *ins, int nin,
+                   Value *y);
 /* Removes the nodes of s, in push order; the values they produced, other
  * than keep[0..nkeep) (the outputs the fused node takes over), leave the
  * value_info and lose their type. */
@@ -192,9 +223,15 @@ typedef struct WaAttrs {
 } WaAttrs;
 Node *new_whisper_attention(Module *m, Graph *g, const char *name, const WaAttrs *a);
 
-/* ---------------------------------------------------------------- walking */
+/* ---------------------------------------------------------------- passes */
 
 /* Runs fn on every subgraph attribute (If/Loop/Scan bodies) of n. */
 void for_each_subgraph(Node *n, void (*fn)(Graph *g, int *changed), int *changed);
+/* A pass that is run_graph on the main graph (run_graph recurses with
+ * for_each_subgraph): runs it and adds its changes to ctx. */
+int pass_on_graph(Module *m, PassContext *ctx, void (*run_graph)(Graph *g, int *changed));
+/* The end of a fusion pass: imports ai.wlower opset 1 if it changed
+ * anything, adds the changes to ctx. Returns WL_OK. */
+int fusion_done(Module *m, PassContext *ctx, int changed);
 
 #endif
