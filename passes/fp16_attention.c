@@ -49,8 +49,5 @@ int pass_fp16_attention(Module *m, PassContext *ctx, Diag *d)
 	(void)d;
 	if (!ctx || !ctx->fuse.fp16_attention)
 		return WL_OK;
-	int changed = 0;
-	run_graph(m->graph, &changed);
-	ctx->changed += changed;
-	return WL_OK;
+	return pass_on_graph(m, ctx, run_graph);
 }

@@ -282,9 +282,5 @@ int pass_fuse_conv_stem(Module *m, PassContext *ctx, Diag *d)
 		changed++;
 		n = prev ? prev : m->graph->first;
 	}
-	if (changed)
-		module_set_opset(m, "ai.wlower", 1);
-	if (ctx)
-		ctx->changed += changed;
-	return WL_OK;
+	return fusion_done(m, ctx, changed);
 }

@@ -192,9 +192,5 @@ int pass_fuse_matmul_nbits(Module *m, PassContext *ctx, Diag *d)
 		rewrite_matmul_nbits(m, &c, changed);
 		changed++;
 	}
-	if (changed)
-		module_set_opset(m, "ai.wlower", 1);
-	if (ctx)
-		ctx->changed += changed;
-	return WL_OK;
+	return fusion_done(m, ctx, changed);
 }

@@ -257,9 +257,5 @@ int pass_fuse_qkv(Module *m, PassContext *ctx, Diag *d)
 		n = rewrite_qkv(m, &c, changed);   /* members after it are unlinked */
 		changed++;
 	}
-	if (changed)
-		module_set_opset(m, "ai.wlower", 1);
-	if (ctx)
-		ctx->changed += changed;
-	return WL_OK;
+	return fusion_done(m, ctx, changed);
 }

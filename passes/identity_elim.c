@@ -133,9 +133,5 @@ static void run_graph(Graph *g, int *changed)
 int pass_identity_elim(Module *m, PassContext *ctx, Diag *d)
 {
 	(void)d;
-	int changed = 0;
-	run_graph(m->graph, &changed);
-	if (ctx)
-		ctx->changed += changed;
-	return WL_OK;
+	return pass_on_graph(m, ctx, run_graph);
 }
