@@ -1,11 +1,12 @@
 /* match.h — the matcher library of the canonicalize and fuse passes
  * (passes/match.c), after onnx-mlir's shared matchers: the tests a pattern is
- * built from, written once. Every match_* and test here reads the graph and
- * changes nothing; the rewrite helpers at the end change it, and run only on
- * a full match.
+ * built from, written once. The tests and the match_* functions read the
+ * graph and change nothing (match_* fill a capture struct); attn_replace and
+ * the rewrite helpers change it, and run only on a full match.
  *
  * Structure, never names: nothing here looks at a node or tensor name except
- * fused_node_name, which derives the new node's name from the replaced ones.
+ * fused_node_name (and attn_name), which derive the new node's name from the
+ * replaced ones.
  */
 #ifndef WLOWER_MATCH_H
 #define WLOWER_MATCH_H
@@ -142,8 +143,8 @@ Value *where_scores(const Node *n, bool *keep);
 /* Rank of sm's output (dims in d) if sm is a one-input Softmax over the last
  * axis of a static shape, else -1. */
 int softmax_last(const Node *sm, int64_t d[MATCH_MAXR]);
-/* The MatMul (p, v) reading the Softmax sm's output p, through Casts to float
- * that only it reads: pushes the Casts and the MatMul. */
+/* The MatMul (p, v) reading the Softmax sm's output p, through Casts to
+ * float, each value read only by the next: pushes the Casts and the MatMul. */
 Node *match_pv(MatchSet *s, Node *sm);
 /* Head split: h = Transpose <perm=[0,2,1,3]> (Reshape (x, _)) with h static
  * [B,n,S,hd] (into d) and the Reshape read only by the Transpose. Pushes both
@@ -151,8 +152,8 @@ Node *match_pv(MatchSet *s, Node *sm);
 Value *match_head_split(MatchSet *s, Value *h, int64_t d[4]);
 /* x is the [B,S,n·hd] projection split into heads d = [B,n,S,hd]. */
 bool head_proj(const Value *x, const int64_t d[4]);
-/* ka = Concat <axis=2> (past, new) of [.., .., L, ..] K or V: pushes the
- * Concat, sets *past and *present (= ka) and returns new. Returns ka with
+/* The KV cache: ka = Concat <axis=2> (past, new) of K or V [B,n,L,hd]. Pushes
+ * the Concat, sets *past and *present (= ka) and returns new. Returns ka with
  * *past = *present = NULL when ka is not such a Concat; NULL when it is one
  * but past is not 4-D. */
 Value *match_past(MatchSet *s, Value *ka, Value **past, Value **present);
