@@ -34,142 +34,101 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 typedef struct GeluMatch {
+	MatchSet set;
 	Value *x, *y;
-	Node *nodes[10];
-	int nn;
 	bool tanh_form;
 } GeluMatch;
 
-/* ---------------------------------------------------------------- helpers */
-
-static Node *prod(const Value *v, Op op)
-{
-	return v && v->producer && v->producer->op == op ? v->producer : NULL;
-}
-
-static bool inner(const Value *v)
-{
-	return v && v->nusers == 1 && !v->is_output;
-}
-
-static Node *sole_user(const Value *v, Op op)
-{
-	return inner(v) && v->users[0].node->op == op ? v->users[0].node : NULL;
-}
-
-static bool const_is(const Value *v, double want)
-{
-	if (!v || !v->init || v->init->dtype != DT_FLOAT || tensor_numel(v->init) != 1 || !v->init->data)
-		return false;
-	double c = tensor_get_f64(v->init, 0);
-	return fabs(c - want) <= 1e-5 * fabs(want);
-}
+/* ---------------------------------------------------------------- match */
 
 /* n = Op(a, k) or Op(k, a) with k constant ≈ want: returns a. */
 static Value *other_than_const(const Node *n, double want)
 {
 	if (!n || n->ninputs != 2)
 		return NULL;
-	if (const_is(n->inputs[1], want))
+	if (float_scalar_near(n->inputs[1], want, 1e-5))
 		return n->inputs[0];
-	if (n->op != OP_Div && n->op != OP_Sub && const_is(n->inputs[0], want))
+	if (n->op != OP_Div && n->op != OP_Sub && float_scalar_near(n->inputs[0], want, 1e-5))
 		return n->inputs[1];
 	return NULL;
 }
 
-/* The operand of binary n that is not v (NULL if neither or both are v). */
-static Value *other(const Node *n, const Value *v)
+/* From t = Erf(d) or Tanh(u): a = Add(t, 1), then the 0.5·x·a tail. Fills
+ * y and nodes. */
+static bool match_tail(GeluMatch *g, Value *t)
 {
-	if (n->ninputs != 2)
-		return NULL;
-	if (n->inputs[0] == v && n->inputs[1] != v)
-		return n->inputs[1];
-	if (n->inputs[1] == v && n->inputs[0] != v)
-		return n->inputs[0];
-	return NULL;
-}
-
-static void push(GeluMatch *g, Node *n)
-{
-	g->nodes[g->nn++] = n;
-}
-
-/* ---------------------------------------------------------------- match */
-
-/* From a = Add(t, 1): the 0.5·x·a tail. Fills y and nodes. */
-static bool match_tail(GeluMatch *g, Value *a)
-{
+	Node *ad = sole_user(t, OP_Add);
+	if (!ad || other_than_const(ad, 1.0) != t)
+		return false;
+	match_push(&g->set, ad);
+	Value *a = ad->outputs[0];
 	Node *m = sole_user(a, OP_Mul);
 	if (!m)
 		return false;
-	Value *o = other(m, a);
+	Value *o = other_operand(m, a);
 	if (!o)
 		return false;
 	if (o == g->x) {                    /* m = x·a, y = m·0.5 */
 		Node *h = sole_user(m->outputs[0], OP_Mul);
 		if (!h || other_than_const(h, 0.5) != m->outputs[0])
 			return false;
-		push(g, m);
-		push(g, h);
+		match_push(&g->set, m);
+		match_push(&g->set, h);
 		g->y = h->outputs[0];
 		return true;
 	}
-	Node *h = prod(o, OP_Mul);          /* h = x·0.5, y = h·a */
-	if (!h || !inner(o) || other_than_const(h, 0.5) != g->x)
+	Node *h = producer(o, OP_Mul);      /* h = x·0.5, y = h·a */
+	if (!h || !sole_read(o) || other_than_const(h, 0.5) != g->x)
 		return false;
-	push(g, h);
-	push(g, m);
+	match_push(&g->set, h);
+	match_push(&g->set, m);
 	g->y = m->outputs[0];
 	return true;
 }
 
 static bool match_erf_gelu(Node *erf, GeluMatch *g)
 {
-	memset(g, 0, sizeof *g);
 	Value *dv = erf->inputs[0];
-	Node *d = prod(dv, OP_Div);
+	Node *d = producer(dv, OP_Div);
 	Value *x = d ? other_than_const(d, M_SQRT2) : NULL;
 	if (!x) {
-		d = prod(dv, OP_Mul);
+		d = producer(dv, OP_Mul);
 		x = d ? other_than_const(d, M_SQRT1_2) : NULL;
 	}
-	if (!x || !inner(dv))
+	if (!x || !sole_read(dv))
 		return false;
 	g->x = x;
-	push(g, d);
-	push(g, erf);
-	Node *a = sole_user(erf->outputs[0], OP_Add);
-	if (!a || other_than_const(a, 1.0) != erf->outputs[0])
-		return false;
-	push(g, a);
-	return match_tail(g, a->outputs[0]);
+	match_push(&g->set, d);
+	match_push(&g->set, erf);
+	return match_tail(g, erf->outputs[0]);
 }
 
 /* x³ as Pow(x, 3) or a product of three x: returns x. */
 static Value *cube_of(Value *c, GeluMatch *g)
 {
-	if (!inner(c))
+	if (!sole_read(c))
 		return NULL;
-	Node *p = prod(c, OP_Pow);
+	Node *p = producer(c, OP_Pow);
 	if (p) {
 		Value *x = other_than_const(p, 3.0);
 		if (x && p->inputs[0] == x) {
-			push(g, p);
+			match_push(&g->set, p);
 			return x;
 		}
 		return NULL;
 	}
-	Node *m = prod(c, OP_Mul);
+	Node *m = producer(c, OP_Mul);
 	if (!m)
 		return NULL;
 	for (int s = 0; s < 2; s++) {
 		Value *sq = m->inputs[s], *x = m->inputs[1 - s];
-		Node *q = prod(sq, OP_Mul);
-		if (q && inner(sq) && q->inputs[0] == x && q->inputs[1] == x) {
-			push(g, q);
-			push(g, m);
+		Node *q = producer(sq, OP_Mul);
+		if (q && sole_read(sq) && q->inputs[0] == x && q->inputs[1] == x) {
+			match_push(&g->set, q);
+			match_push(&g->set, m);
 			return x;
 		}
 	}
@@ -178,62 +137,58 @@ static Value *cube_of(Value *c, GeluMatch *g)
 
 static bool match_tanh_gelu(Node *th, GeluMatch *g)
 {
-	memset(g, 0, sizeof *g);
 	Value *uv = th->inputs[0];
-	Node *u = prod(uv, OP_Mul);
-	Value *sv = u && inner(uv) ? other_than_const(u, 0.7978845608028654) : NULL;
+	Node *u = producer(uv, OP_Mul);
+	Value *sv = u && sole_read(uv) ? other_than_const(u, 0.7978845608028654) : NULL;
 	if (sv == uv)
 		return false;
-	Node *s = prod(sv, OP_Add);
-	if (!s || !inner(sv))
+	Node *s = producer(sv, OP_Add);
+	if (!s || !sole_read(sv))
 		return false;
 	for (int i = 0; i < 2 && !g->x; i++) {
 		Value *kv = s->inputs[i], *x = s->inputs[1 - i];
-		Node *k = prod(kv, OP_Mul);
-		Value *c = k && inner(kv) ? other_than_const(k, 0.044715) : NULL;
-		int mark = g->nn;
+		Node *k = producer(kv, OP_Mul);
+		Value *c = k && sole_read(kv) ? other_than_const(k, 0.044715) : NULL;
+		int mark = g->set.nn;
 		if (c && cube_of(c, g) == x) {
 			g->x = x;
-			push(g, k);
+			match_push(&g->set, k);
 		} else {
-			g->nn = mark;
+			match_truncate(&g->set, mark);
 		}
 	}
 	if (!g->x)
 		return false;
-	push(g, s);
-	push(g, u);
-	push(g, th);
-	Node *a = sole_user(th->outputs[0], OP_Add);
-	if (!a || other_than_const(a, 1.0) != th->outputs[0])
-		return false;
-	push(g, a);
+	match_push(&g->set, s);
+	match_push(&g->set, u);
+	match_push(&g->set, th);
 	g->tanh_form = true;
-	return match_tail(g, a->outputs[0]);
+	return match_tail(g, th->outputs[0]);
+}
+
+/* The erf or tanh form from its Erf or Tanh node. */
+static bool match_gelu(Node *n, GeluMatch *g)
+{
+	memset(g, 0, sizeof *g);
+	match_init(&g->set, 10);
+	if (n->op == OP_Erf && n->ninputs == 1)
+		return match_erf_gelu(n, g);
+	if (n->op == OP_Tanh && n->ninputs == 1)
+		return match_tanh_gelu(n, g);
+	return false;
 }
 
 /* ---------------------------------------------------------------- rewrite */
 
-static void set_string(Module *m, Node *n, const char *name, const char *v)
-{
-	Attr *a = node_add_attr(n, name, AT_STRING);
-	a->s = (StrRef){arena_strdup(m->arena, v), strlen(v)};
-}
-
 /* Replaces nodes[0..nn) (y = the output of last) by Gelu(x). */
-static Node *emit_gelu(Module *m, Node **nodes, int nn, Node *last, Value *x, Value *y, bool tanh_form,
+static Node *emit_gelu(Module *m, Node *const *nodes, int nn, Node *last, Value *x, Value *y, bool tanh_form,
                        int *counter)
 {
 	Graph *g = last->graph;
 	const char *name = fused_node_name(m, nodes, nn, "Gelu", "Gelu", counter);
 	Node *n = node_new(g, "Gelu", "ai.wlower", name);
-	set_string(m, n, "approximate", tanh_form ? "tanh" : "none");
-	set_fused_from(m, n, nodes, nn);
-	node_insert_before(last, n);
-	node_add_input(n, x);
-	for (int i = 0; i < nn; i++)
-		node_remove(nodes[i]);
-	node_add_output(n, y);
+	set_string_attr(m, n, "approximate", tanh_form ? "tanh" : "none");
+	replace_nodes(m, n, nodes, nn, last, &x, 1, y);
 	module_set_opset(m, "ai.wlower", 1);
 	return n;
 }
@@ -242,7 +197,7 @@ static void rewrite_gelu(Module *m, GeluMatch *g, int *counter)
 {
 	/* nodes are pushed in graph order except for the tail; sort by position */
 	Node *last = g->y->producer;
-	emit_gelu(m, g->nodes, g->nn, last, g->x, g->y, g->tanh_form, counter);
+	emit_gelu(m, g->set.nodes, g->set.nn, last, g->x, g->y, g->tanh_form, counter);
 }
 
 /* com.microsoft Gelu / FastGelu: one node for one node (+ bias Add). */
@@ -278,17 +233,12 @@ int pass_canonicalize_gelu(Module *m, PassContext *ctx, Diag *d)
 		again = false;
 		FOR_NODES(g, n) {
 			GeluMatch gm;
-			bool ok = false;
-			if (n->op == OP_Erf && n->ninputs == 1)
-				ok = match_erf_gelu(n, &gm);
-			else if (n->op == OP_Tanh && n->ninputs == 1)
-				ok = match_tanh_gelu(n, &gm);
-			else if ((n->op == OP_MsGelu || n->op == OP_MsFastGelu) && rewrite_ms(m, n, &counter)) {
+			if ((n->op == OP_MsGelu || n->op == OP_MsFastGelu) && rewrite_ms(m, n, &counter)) {
 				changed++;
 				again = true;
 				break;
 			}
-			if (ok) {
+			if (match_gelu(n, &gm)) {
 				rewrite_gelu(m, &gm, &counter);
 				changed++;
 				again = true;

@@ -12,6 +12,8 @@
  *   y  = Add(gx, beta)                       either order; beta float[D]
  *     → y = LayerNormalization<axis = -1, epsilon = eps>(x, gamma, beta)
  * (gamma absent: an initializer of D ones; beta absent: no third input).
+ * The match is match_norm (match.h) with rms = false; canonicalize-rmsnorm
+ * uses the same matcher.
  *
  * com.microsoft SkipLayerNormalization(x, skip, gamma, beta?, bias?) whose
  * mean / inv_std_var outputs are unused:
@@ -36,136 +38,7 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
-
-typedef struct LnMatch {
-	Value *x, *y, *gamma, *beta;
-	float eps;
-	int64_t D;
-	Node *nodes[9];
-	int nn;
-} LnMatch;
-
-/* ---------------------------------------------------------------- helpers */
-
-static bool inner(const Value *v)
-{
-	return v && v->nusers == 1 && !v->is_output;
-}
-
-static Node *sole_user(const Value *v, Op op)
-{
-	return inner(v) && v->users[0].node->op == op ? v->users[0].node : NULL;
-}
-
-static bool scalar_const(const Value *v, double *out)
-{
-	if (!v || !v->init || v->init->dtype != DT_FLOAT || tensor_numel(v->init) != 1 || !v->init->data)
-		return false;
-	*out = tensor_get_f64(v->init, 0);
-	return true;
-}
-
-/* binary n = Op(v, k) or Op(k, v): the operand that is not v. */
-static Value *other(const Node *n, const Value *v)
-{
-	if (n->ninputs != 2)
-		return NULL;
-	if (n->inputs[0] == v && n->inputs[1] != v)
-		return n->inputs[1];
-	if (n->inputs[1] == v && n->inputs[0] != v)
-		return n->inputs[0];
-	return NULL;
-}
-
-/* A constant float vector of shape [D] (a [1,1,D] one would broadcast x up). */
-static bool param_vec(const Value *v, int64_t D)
-{
-	if (!v || !v->init || v->init->dtype != DT_FLOAT || !v->init->data || tensor_numel(v->init) != D)
-		return false;
-	const Tensor *t = v->init;
-	return t->ndim == 1 && t->dims[0] == D;
-}
-
-/* ReduceMean over the last axis only, keepdims 1. */
-static bool mean_last(const Node *n, const Value *x)
-{
-	if (!n || n->op != OP_ReduceMean || n->inputs[0] != x || attr_int(n, "keepdims", 1) != 1)
-		return false;
-	if (!x->type.has_shape || x->type.rank < 1)
-		return false;
-	int r = x->type.rank;
-	const int64_t *ax;
-	int64_t a;
-	int k = attr_ints(n, "axes", &ax);
-	if (k == 1) {
-		a = ax[0];
-	} else if (k < 0 && n->ninputs > 1 && n->inputs[1] && n->inputs[1]->init &&
-	           tensor_numel(n->inputs[1]->init) == 1) {
-		a = tensor_get_i64(n->inputs[1]->init, 0);
-	} else {
-		return false;
-	}
-	return a == -1 || a == r - 1;
-}
-
-/* ---------------------------------------------------------------- match */
-
-static bool match_layernorm(Node *mu, LnMatch *L)
-{
-	memset(L, 0, sizeof *L);
-	Value *x = mu->inputs[0];
-	if (!x || x->type.kind != TY_TENSOR || x->type.elem != DT_FLOAT || !mean_last(mu, x))
-		return false;
-	Dim dl = x->type.dims[x->type.rank - 1];
-	if (dl.kind != DIM_VALUE)
-		return false;
-	L->D = dl.value;
-	Node *sub = sole_user(mu->outputs[0], OP_Sub);
-	if (!sub || sub->inputs[0] != x || sub->inputs[1] != mu->outputs[0])
-		return false;
-	Value *dx = sub->outputs[0];
-	if (!dx || dx->is_output || dx->nusers != 2)
-		return false;
-	Node *pw = NULL, *dv = NULL;
-	for (int i = 0; i < 2; i++) {
-		Node *u = dx->users[i].node;
-		if (u->op == OP_Pow && dx->users[i].slot == 0)
-			pw = u;
-		else if (u->op == OP_Div && dx->users[i].slot == 0)
-			dv = u;
-	}
-	double c;
-	if (!pw || !dv || !scalar_const(pw->inputs[1], &c) || c != 2.0)
-		return false;
-	Node *va = sole_user(pw->outputs[0], OP_ReduceMean);
-	if (!va || !mean_last(va, pw->outputs[0]))
-		return false;
-	Node *ad = sole_user(va->outputs[0], OP_Add);
-	if (!ad || !scalar_const(other(ad, va->outputs[0]), &c) || !(c >= 0) || c > 1.0)
-		return false;
-	L->eps = (float)c;
-	Node *sq = sole_user(ad->outputs[0], OP_Sqrt);
-	if (!sq || sole_user(sq->outputs[0], OP_Div) != dv || dv->inputs[1] != sq->outputs[0])
-		return false;
-	Node *seq[] = {mu, sub, pw, va, ad, sq, dv};
-	memcpy(L->nodes, seq, sizeof seq);
-	L->nn = 7;
-	L->x = x;
-	L->y = dv->outputs[0];
-	Node *mg = sole_user(L->y, OP_Mul);
-	if (mg && param_vec(other(mg, L->y), L->D)) {
-		L->gamma = other(mg, L->y);
-		L->nodes[L->nn++] = mg;
-		L->y = mg->outputs[0];
-	}
-	Node *ab = sole_user(L->y, OP_Add);
-	if (ab && param_vec(other(ab, L->y), L->D)) {
-		L->beta = other(ab, L->y);
-		L->nodes[L->nn++] = ab;
-		L->y = ab->outputs[0];
-	}
-	return true;
-}
+#include "match.h"
 
 static bool roi_align_free(Module *m)
 {
@@ -205,15 +78,16 @@ static Node *emit_ln(Module *m, Node *pos, const char *name, Value *x, Value *ga
 	return n;
 }
 
-static void rewrite_layernorm(Module *m, LnMatch *L, int *counter)
+static void rewrite_layernorm(Module *m, NormMatch *L, int *counter)
 {
-	Node *last = L->y->producer;
+	Node *last = L->y->producer, *const *nodes = L->set.nodes;
+	int nn = L->set.nn;
 	Value *gamma = L->gamma ? L->gamma : ones(m, last->graph, L->D);
-	const char *name = fused_node_name(m, L->nodes, L->nn, "LayerNorm", "LayerNorm", counter);
+	const char *name = fused_node_name(m, nodes, nn, "LayerNorm", "LayerNorm", counter);
 	Node *n = emit_ln(m, last, name, L->x, gamma, L->beta, L->eps);
-	set_fused_from(m, n, L->nodes, L->nn);
-	for (int i = 0; i < L->nn; i++)
-		node_remove(L->nodes[i]);
+	set_fused_from(m, n, nodes, nn);
+	for (int i = 0; i < nn; i++)
+		node_remove(nodes[i]);
 	node_add_output(n, L->y);
 }
 
@@ -280,9 +154,9 @@ int pass_canonicalize_layernorm(Module *m, PassContext *ctx, Diag *d)
 	int changed = 0, counter = 0;
 	FOR_NODES_SAFE(m->graph, n, nx) {
 		if (n->op == OP_ReduceMean) {
-			LnMatch L;
+			NormMatch L;
 			Node *prev = n->prev;   /* every matched node comes after n */
-			if (match_layernorm(n, &L)) {
+			if (match_norm(n, false, &L)) {
 				rewrite_layernorm(m, &L, &counter);
 				nx = prev ? prev->next : m->graph->first;
 				changed++;

@@ -16,6 +16,7 @@
  */
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 typedef struct SiluMatch {
 	Node *sig, *mul;
@@ -30,13 +31,8 @@ static bool match_silu(Node *sig, SiluMatch *S)
 	if (sig->ninputs != 1 || sig->noutputs != 1 || !sig->inputs[0] || !sig->outputs[0])
 		return false;
 	Value *x = sig->inputs[0], *s = sig->outputs[0];
-	if (s->nusers != 1 || s->is_output)
-		return false;
-	Node *mul = s->users[0].node;
-	if (mul->op != OP_Mul || mul->ninputs != 2 || mul->graph != sig->graph)
-		return false;
-	Value *o = mul->inputs[0] == s ? mul->inputs[1] : mul->inputs[0];
-	if (o != x || !mul->outputs[0])
+	Node *mul = sole_user(s, OP_Mul);
+	if (!mul || mul->graph != sig->graph || other_operand(mul, s) != x || !mul->outputs[0])
 		return false;
 	*S = (SiluMatch){sig, mul, x, mul->outputs[0]};
 	return true;
@@ -44,38 +40,14 @@ static bool match_silu(Node *sig, SiluMatch *S)
 
 /* ---------------------------------------------------------------- rewrite */
 
-static const char *silu_name(Module *m, const SiluMatch *S, int *counter)
-{
-	const char *a = S->sig->name ? S->sig->name : "", *b = S->mul->name ? S->mul->name : "";
-	size_t len = 0;
-	while (a[len] && a[len] == b[len])
-		len++;
-	while (len > 0 && a[len - 1] != '/')
-		len--;
-	if (len > 1)
-		return arena_printf(m->arena, "%.*sSiLU", (int)len, a);
-	return arena_printf(m->arena, "/SiLU_%d", (*counter)++);
-}
-
 static Node *rewrite_silu(Module *m, SiluMatch *S, int *counter)
 {
-	Node *n = node_new(S->mul->graph, "SiLU", "ai.wlower", silu_name(m, S, counter));
-	Attr *a = node_add_attr(n, "fused_from", AT_STRINGS);
-	a->n = 2;
-	a->strings = arena_alloc(m->arena, 2 * sizeof *a->strings);
 	Node *from[2] = {S->sig, S->mul};
-	for (int i = 0; i < 2; i++) {
-		const char *s = from[i]->name ? from[i]->name : "";
-		a->strings[i] = (StrRef){arena_strdup(m->arena, s), strlen(s)};
-	}
-	node_insert_before(S->mul, n);
-	node_add_input(n, S->x);
+	Node *n = node_new(S->mul->graph, "SiLU", "ai.wlower", fused_node_name(m, from, 2, "SiLU", "SiLU", counter));
 	Value *s = S->sig->outputs[0];
-	node_remove(S->sig);
-	node_remove(S->mul);
+	replace_nodes(m, n, from, 2, S->mul, &S->x, 1, S->y);
 	s->type.kind = TY_NONE;
 	s->in_value_info = false;
-	node_add_output(n, S->y);
 	module_set_opset(m, "ai.wlower", 1);
 	return n;
 }

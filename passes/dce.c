@@ -20,6 +20,7 @@
  * are removed like any other.
  */
 #include "passes.h"
+#include "match.h"
 
 static void forget(Value *v)
 {
@@ -62,25 +63,12 @@ static bool is_live(const Node *n)
 	return false;
 }
 
-static void run_graph(Graph *g, int *changed);
-
-static void run_subgraphs(Node *n, int *changed)
-{
-	for (int i = 0; i < n->nattrs; i++) {
-		Attr *at = &n->attrs[i];
-		if (at->type == AT_GRAPH && at->g)
-			run_graph(at->g, changed);
-		for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
-			run_graph(at->graphs[k], changed);
-	}
-}
-
 static void run_graph(Graph *g, int *changed)
 {
 	for (Node *n = g->last, *pv; n; n = pv) {
 		pv = n->prev;
 		if (is_live(n)) {
-			run_subgraphs(n, changed);
+			for_each_subgraph(n, run_graph, changed);
 			continue;
 		}
 		remove_deep(n);
@@ -99,9 +87,5 @@ static void run_graph(Graph *g, int *changed)
 int pass_dce(Module *m, PassContext *ctx, Diag *d)
 {
 	(void)d;
-	int changed = 0;
-	run_graph(m->graph, &changed);
-	if (ctx)
-		ctx->changed += changed;
-	return WL_OK;
+	return pass_on_graph(m, ctx, run_graph);
 }

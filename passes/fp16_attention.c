@@ -26,6 +26,7 @@
  */
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 static bool is_attention(const Node *n)
 {
@@ -35,13 +36,7 @@ static bool is_attention(const Node *n)
 static void run_graph(Graph *g, int *changed)
 {
 	FOR_NODES(g, n) {
-		for (int i = 0; i < n->nattrs; i++) {
-			Attr *at = &n->attrs[i];
-			if (at->type == AT_GRAPH && at->g)
-				run_graph(at->g, changed);
-			for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
-				run_graph(at->graphs[k], changed);
-		}
+		for_each_subgraph(n, run_graph, changed);
 		if (!is_attention(n) || attr_int(n, "fp16", 0) == 1)
 			continue;
 		node_add_attr(n, "fp16", AT_INT)->i = 1;
@@ -54,8 +49,5 @@ int pass_fp16_attention(Module *m, PassContext *ctx, Diag *d)
 	(void)d;
 	if (!ctx || !ctx->fuse.fp16_attention)
 		return WL_OK;
-	int changed = 0;
-	run_graph(m->graph, &changed);
-	ctx->changed += changed;
-	return WL_OK;
+	return pass_on_graph(m, ctx, run_graph);
 }

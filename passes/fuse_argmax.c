@@ -26,6 +26,7 @@
  */
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 typedef struct ArgMaxCapture {
 	int slot;                  /* graph output index */
@@ -126,8 +127,5 @@ int pass_fuse_argmax(Module *m, PassContext *ctx, Diag *d)
 		rewrite_argmax(m, &c);
 		changed++;
 	}
-	if (changed)
-		module_set_opset(m, "ai.wlower", 1);
-	ctx->changed += changed;
-	return WL_OK;
+	return fusion_done(m, ctx, changed);
 }

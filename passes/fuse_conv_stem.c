@@ -30,43 +30,21 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 typedef struct StemCapture {
-	Node *nodes[24];
-	int nn;
+	MatchSet set;
 	Value *x, *w1, *b1, *w2, *b2, *pos, *y;
 	Node *slice;               /* positional table through Slice, or NULL */
 	int64_t F2, D;
 } StemCapture;
 
+/* A float or double scalar constant within 1e-6 relative of want. */
 static bool scalar_is(const Value *v, double want)
 {
-	if (!v || !v->init || !v->init->data || tensor_numel(v->init) != 1 ||
-	    (v->init->dtype != DT_FLOAT && v->init->dtype != DT_DOUBLE))
-		return false;
-	double x = tensor_get_f64(v->init, 0);
-	return fabs(x - want) <= 1e-6 * fabs(want);
-}
-
-/* The only user of v (v must not be a graph output), or NULL. */
-static Node *sole_user(const Value *v)
-{
-	if (!v || v->is_output || v->nusers != 1)
-		return NULL;
-	return v->users[0].node;
-}
-
-static Value *other_in(const Node *n, const Value *v)
-{
-	if (n->ninputs != 2)
-		return NULL;
-	return n->inputs[0] == v ? n->inputs[1] : n->inputs[1] == v ? n->inputs[0] : NULL;
-}
-
-static void take(StemCapture *c, Node *n)
-{
-	if (c->nn < 24)
-		c->nodes[c->nn++] = n;
+	double x;
+	return (const_of(v, DT_FLOAT) || const_of(v, DT_DOUBLE)) && const_scalar(v, &x) &&
+	       fabs(x - want) <= 1e-6 * fabs(want);
 }
 
 /* GELU of h: returns its output or NULL, recording the nodes. */
@@ -78,7 +56,7 @@ static Value *match_gelu(StemCapture *c, Value *h)
 		Node *g = h->users[0].node;
 		if (g->op == OP_WlGelu && g->noutputs == 1 &&
 		    strcmp(attr_string(g, "approximate", "none"), "none") == 0) {
-			take(c, g);
+			match_push(&c->set, g);
 			return g->outputs[0];
 		}
 		return NULL;
@@ -91,40 +69,38 @@ static Value *match_gelu(StemCapture *c, Value *h)
 		Node *u = h->users[i].node;
 		if (u->op == OP_Div && u->ninputs == 2 && u->inputs[0] == h && scalar_is(u->inputs[1], M_SQRT2))
 			scale = u;
-		else if (u->op == OP_Mul && scalar_is(other_in(u, h), M_SQRT1_2) && !scale)
+		else if (u->op == OP_Mul && scalar_is(other_operand(u, h), M_SQRT1_2) && !scale)
 			scale = u;
 		else if (u->op == OP_Mul)
 			mul = u;
 	}
 	if (!scale || !mul || scale == mul)
 		return NULL;
-	Node *erf = sole_user(scale->outputs[0]);
-	if (!erf || erf->op != OP_Erf)
+	Node *erf = sole_user(scale->outputs[0], OP_Erf);
+	if (!erf)
 		return NULL;
-	Node *add = sole_user(erf->outputs[0]);
-	if (!add || add->op != OP_Add || !scalar_is(other_in(add, erf->outputs[0]), 1.0))
+	Node *add = sole_user(erf->outputs[0], OP_Add);
+	if (!add || !scalar_is(other_operand(add, erf->outputs[0]), 1.0))
 		return NULL;
 	/* mul is x·(1+erf) or x·0.5 */
-	Value *mo = other_in(mul, h);
-	Node *last = sole_user(mul->outputs[0]);
-	if (!last || last->op != OP_Mul)
+	Value *mo = other_operand(mul, h);
+	Node *last = sole_user(mul->outputs[0], OP_Mul);
+	if (!last)
 		return NULL;
 	if (mo == add->outputs[0]) {
-		if (!scalar_is(other_in(last, mul->outputs[0]), 0.5))
+		if (!scalar_is(other_operand(last, mul->outputs[0]), 0.5))
 			return NULL;
 	} else if (scalar_is(mo, 0.5)) {
-		if (other_in(last, mul->outputs[0]) != add->outputs[0] || add->outputs[0]->nusers != 1)
+		if (other_operand(last, mul->outputs[0]) != add->outputs[0])
 			return NULL;
 	} else {
 		return NULL;
 	}
-	if (add->outputs[0]->nusers != 1 || add->outputs[0]->is_output)
+	if (!sole_read(add->outputs[0]))
 		return NULL;
-	take(c, scale);
-	take(c, erf);
-	take(c, add);
-	take(c, mul);
-	take(c, last);
+	Node *seq[] = {scale, erf, add, mul, last};
+	for (int i = 0; i < 5; i++)
+		match_push(&c->set, seq[i]);
 	return last->outputs[0];
 }
 
@@ -199,6 +175,7 @@ static bool match_pos(StemCapture *c, Value *p)
 static bool match_conv_stem(Node *conv1, StemCapture *c)
 {
 	memset(c, 0, sizeof *c);
+	match_init(&c->set, 23);
 	if (!conv_ok(conv1, 1))
 		return false;
 	c->x = conv1->inputs[0];
@@ -211,38 +188,38 @@ static bool match_conv_stem(Node *conv1, StemCapture *c)
 	c->b1 = conv1->inputs[2];
 	c->D = c->w1->init->dims[0];
 	c->F2 = (fd->value - 1) / 2 + 1;
-	take(c, conv1);
+	match_push(&c->set, conv1);
 	Value *g1 = match_gelu(c, conv1->outputs[0]);
-	Node *conv2 = g1 ? sole_user(g1) : NULL;
+	Node *conv2 = g1 ? sole_user(g1, OP_Conv) : NULL;
 	if (!conv2 || !conv_ok(conv2, 2) || conv2->inputs[0] != g1)
 		return false;
 	c->w2 = conv2->inputs[1];
 	c->b2 = conv2->inputs[2];
 	if (c->w2->init->dims[0] != c->D || c->w2->init->dims[1] != c->D)
 		return false;
-	take(c, conv2);
+	match_push(&c->set, conv2);
 	Value *g2 = match_gelu(c, conv2->outputs[0]);
-	Node *tr = g2 ? sole_user(g2) : NULL;
+	Node *tr = g2 ? sole_user(g2, OP_Transpose) : NULL;
 	static const int64_t perm[3] = {0, 2, 1};
-	if (!tr || tr->op != OP_Transpose || tr->noutputs != 1 || !ints_are(tr, "perm", 3, perm, false))
+	if (!tr || tr->noutputs != 1 || !ints_are(tr, "perm", 3, perm, false))
 		return false;
-	take(c, tr);
-	Node *add = sole_user(tr->outputs[0]);
-	if (!add || add->op != OP_Add || add->noutputs != 1)
+	match_push(&c->set, tr);
+	Node *add = sole_user(tr->outputs[0], OP_Add);
+	if (!add || add->noutputs != 1)
 		return false;
-	Value *p = other_in(add, tr->outputs[0]);
-	if (!p || p == tr->outputs[0] || !match_pos(c, p))
+	Value *p = other_operand(add, tr->outputs[0]);
+	if (!p || !match_pos(c, p))
 		return false;
 	if (c->slice)
-		take(c, c->slice);
-	take(c, add);
+		match_push(&c->set, c->slice);
+	match_push(&c->set, add);
 	c->y = add->outputs[0];
-	return c->nn < 24;
+	return !match_full(&c->set);
 }
 
 static const char *stem_name(Arena *ar, const StemCapture *c, int k)
 {
-	const char *s = c->nodes[0]->name ? c->nodes[0]->name : "";
+	const char *s = c->set.nodes[0]->name ? c->set.nodes[0]->name : "";
 	if (*s == '/' && strchr(s + 1, '/')) {
 		/* "/conv1/Conv", "/encoder/conv1/Conv": the folder above conv1 */
 		const char *e = strrchr(s, '/');
@@ -257,7 +234,7 @@ static const char *stem_name(Arena *ar, const StemCapture *c, int k)
 static void rewrite_conv_stem(Module *m, StemCapture *c, int k)
 {
 	Arena *ar = m->arena;
-	Graph *g = c->nodes[0]->graph;
+	Graph *g = c->set.nodes[0]->graph;
 	Node *last = c->y->producer;
 	Node *f = node_new(g, "ConvStem", "ai.wlower", stem_name(ar, c, k));
 	Attr *a = node_add_attr(f, "strides", AT_INTS);
@@ -269,27 +246,9 @@ static void rewrite_conv_stem(Module *m, StemCapture *c, int k)
 	a->n = 2;
 	a->ints = arena_alloc(ar, 2 * sizeof(int64_t));
 	a->ints[0] = a->ints[1] = 1;
-	/* fused_from in graph order */
-	a = node_add_attr(f, "fused_from", AT_STRINGS);
-	int nf = 0;
-	for (int i = 0; i < c->nn; i++) {
-		const Attr *ff = node_attr(c->nodes[i], "fused_from");
-		nf += ff && ff->type == AT_STRINGS ? ff->n : 1;
-	}
-	a->strings = arena_alloc(ar, sizeof(StrRef) * (size_t)nf);
-	for (Node *n = g->first; n; n = n->next)
-		for (int i = 0; i < c->nn; i++) {
-			if (c->nodes[i] != n)
-				continue;
-			const Attr *ff = node_attr(n, "fused_from");   /* a canonical Gelu: its own nodes */
-			if (ff && ff->type == AT_STRINGS) {
-				for (int j = 0; j < ff->n; j++)
-					a->strings[a->n++] = ff->strings[j];
-				continue;
-			}
-			const char *s = n->name ? n->name : "";
-			a->strings[a->n++] = (StrRef){arena_strdup(ar, s), strlen(s)};
-		}
+	/* fused_from in graph order; a canonical Gelu stands for its own nodes */
+	Node *ordered[MATCH_MAXN];
+	set_fused_from_nested(m, f, ordered, match_in_order(&c->set, g, ordered));
 	Value *pos = c->pos;
 	if (c->slice) {
 		/* the first F2 rows of the table, referenced in place */
@@ -302,15 +261,8 @@ static void rewrite_conv_stem(Module *m, StemCapture *c, int k)
 		pos = v;
 	}
 	node_insert_before(last, f);
-	for (int i = c->nn - 1; i >= 0; i--) {
-		Node *n = c->nodes[i];
-		for (int o = 0; o < n->noutputs; o++)
-			if (n->outputs[o] && n->outputs[o] != c->y) {
-				n->outputs[o]->in_value_info = false;
-				n->outputs[o]->type.kind = TY_NONE;
-			}
-		node_remove(n);
-	}
+	const Value *keep[1] = {c->y};
+	match_remove(&c->set, keep, 1);
 	Value *ins[6] = {c->x, c->w1, c->b1, c->w2, c->b2, pos};
 	for (int i = 0; i < 6; i++)
 		node_add_input(f, ins[i]);
@@ -330,9 +282,5 @@ int pass_fuse_conv_stem(Module *m, PassContext *ctx, Diag *d)
 		changed++;
 		n = prev ? prev : m->graph->first;
 	}
-	if (changed)
-		module_set_opset(m, "ai.wlower", 1);
-	if (ctx)
-		ctx->changed += changed;
-	return WL_OK;
+	return fusion_done(m, ctx, changed);
 }

@@ -12,7 +12,8 @@
  *   ka = Concat <axis=2> (past_k, kr)                    # optional; va = Concat (past_v, vh)
  *   kx = Reshape (Expand (Unsqueeze <axes=[2]> (ka), _), _)   # repeat_kv [B,H,L,hd]; absent if g = 1
  *   s  = Div (MatMul (qr, Transpose <perm=[0,1,3,2]> (kx)), c) # or Mul by 1/c, c scalar
- *   s' = Add (s, mask)        # optional: a causal constant [1,1,T,L] (or Expand of one), or
+ *   s' = Add (s, mask)        # optional: a causal constant [.., T, L], leading dims 1 (the first
+ *                             # may be B), or an Expand of one; or
  *                             # pad = Where (Cast<bool> (Cast<bool> (m)), finfo.min, m) with
  *                             # m = Sub (1, Cast<float> (Expand (Unsqueeze (Unsqueeze (attention_mask))))),
  *                             # or both (transformers' causal.masked_fill(pad.bool(), finfo.min)):
@@ -40,90 +41,30 @@
  * padded differs (the graph then spreads the softmax over every key; the
  * op over the visible ones): transformers' outputs for such padding
  * queries are unused.
+ *
+ * The Softmax, ·V, head split and merge, K/V Concat and causal-mask tests
+ * are match.h's, shared with fuse-whisper-attention.
  */
 #include <float.h>
 #include <math.h>
 #include <string.h>
 #include "passes.h"
-
-enum { MAXN = 48, MAXR = 6 };
+#include "match.h"
 
 typedef struct GqMatch {
-	Node *nodes[MAXN];
-	int nn;
-	Value *q, *k, *v, *cos, *sin, *pos, *past_k, *past_v, *present_k, *present_v, *am, *out;
+	AttnCore c;
+	Value *q, *k, *v, *cos, *sin, *pos, *past_k, *past_v, *am;
 	int64_t B, T, P, H, Hkv, hd;
 	bool causal, rope;
 	double scale;
-	Node *last;
 } GqMatch;
 
-static int shape(const Value *v, int64_t *d)
-{
-	if (!v || !type_shape_known(&v->type) || v->type.rank > MAXR)
-		return -1;
-	for (int i = 0; i < v->type.rank; i++)
-		d[i] = v->type.dims[i].value;
-	return v->type.rank;
-}
-
-static bool perm_is(const Node *n, int r, const int64_t *p)
-{
-	const int64_t *got;
-	if (!n || n->op != OP_Transpose || attr_ints(n, "perm", &got) != r)
-		return false;
-	for (int i = 0; i < r; i++)
-		if (got[i] != p[i])
-			return false;
-	return true;
-}
-
-static Node *prod(const Value *v, Op op)
-{
-	return v && v->producer && v->producer->op == op ? v->producer : NULL;
-}
-
-static Node *sole_user(const Value *v, Op op)
-{
-	if (!v || v->nusers != 1 || v->is_output)
-		return NULL;
-	Node *u = v->users[0].node;
-	return u->op == op ? u : NULL;
-}
-
-static void push(GqMatch *m, Node *n)
-{
-	for (int i = 0; i < m->nn && i < MAXN; i++)
-		if (m->nodes[i] == n)
-			return;
-	if (m->nn < MAXN)
-		m->nodes[m->nn++] = n;
-	else
-		m->nn = MAXN + 1;
-}
-
-static bool const_scalar(const Value *v, double *c)
-{
-	if (!v || !v->init || !v->init->data || tensor_numel(v->init) != 1 || v->init->dtype == DT_STRING)
-		return false;
-	*c = tensor_get_f64(v->init, 0);
-	return true;
-}
-
-/* q/k/v head split: Transpose 0213 (Reshape (x [B,T,n·hd])) → x. */
+/* q/k/v head split: Transpose 0213 (Reshape (x [B,T,nh·hd])) → x. */
 static Value *match_split(GqMatch *m, Value *h, int64_t nh)
 {
-	int64_t p0213[4] = {0, 2, 1, 3}, d[MAXR], xd[MAXR];
-	Node *tr = prod(h, OP_Transpose);
-	if (!perm_is(tr, 4, p0213) || shape(h, d) != 4 || d[1] != nh || d[3] != m->hd)
-		return NULL;
-	Node *rs = prod(tr->inputs[0], OP_Reshape);
-	if (!rs || tr->inputs[0]->nusers != 1 || shape(rs->inputs[0], xd) != 3 || xd[0] != d[0] ||
-	    xd[1] != d[2] || xd[2] != nh * m->hd)
-		return NULL;
-	push(m, tr);
-	push(m, rs);
-	return rs->inputs[0];
+	int64_t d[4];
+	Value *x = match_head_split(&m->c.set, h, d);
+	return x && d[1] == nh && d[3] == m->hd && head_proj(x, d) ? x : NULL;
 }
 
 /* Slice of the last axis of x: [lo, hi) with step 1. */
@@ -147,8 +88,8 @@ static bool slice_is(const Node *n, const Value *x, int64_t lo, int64_t hi, int6
 /* cos/sin operand: folded rows [1,..,1,T,hd], or Unsqueeze (Gather (table, pos)). */
 static bool rope_table(GqMatch *m, Value *c, Value **tab, Value **pos)
 {
-	int64_t d[MAXR];
-	int r = shape(c, d);
+	int64_t d[MATCH_MAXR];
+	int r = static_shape(c, d);
 	if (r < 2 || d[r - 1] != m->hd || d[r - 2] != m->T)
 		return false;
 	for (int i = 0; i + 2 < r; i++)
@@ -162,14 +103,14 @@ static bool rope_table(GqMatch *m, Value *c, Value **tab, Value **pos)
 		*pos = NULL;
 		return c->init->dtype == DT_FLOAT;
 	}
-	Node *un = prod(c, OP_Unsqueeze);
-	Node *ga = un ? prod(un->inputs[0], OP_Gather) : NULL;
-	int64_t td[MAXR];
-	if (!ga || attr_int(ga, "axis", 0) != 0 || !ga->inputs[0]->init || shape(ga->inputs[0], td) != 2 ||
+	Node *un = producer(c, OP_Unsqueeze);
+	Node *ga = un ? producer(un->inputs[0], OP_Gather) : NULL;
+	int64_t td[MATCH_MAXR];
+	if (!ga || attr_int(ga, "axis", 0) != 0 || !ga->inputs[0]->init || static_shape(ga->inputs[0], td) != 2 ||
 	    td[1] != m->hd || ga->inputs[0]->init->dtype != DT_FLOAT)
 		return false;
-	int64_t gd[MAXR];
-	if (shape(ga->outputs[0], gd) != 3 || r != 4 || d[1] != 1)
+	int64_t gd[MATCH_MAXR];
+	if (static_shape(ga->outputs[0], gd) != 3 || r != 4 || d[1] != 1)
 		return false;
 	*tab = ga->inputs[0];
 	*pos = ga->inputs[1];
@@ -179,23 +120,23 @@ static bool rope_table(GqMatch *m, Value *c, Value **tab, Value **pos)
 /* RoPE: y = Add (Mul (x, cos), Mul (Concat (Neg (Slice (x, h, end)), Slice (x, 0, h)), sin)). */
 static Value *match_rope(GqMatch *m, Value *y, Node **nodes, int *nn)
 {
-	Node *add = prod(y, OP_Add);
+	Node *add = producer(y, OP_Add);
 	if (!add || add->ninputs != 2)
 		return NULL;
 	for (int sw = 0; sw < 2; sw++) {
-		Node *m1 = prod(add->inputs[sw], OP_Mul), *m2 = prod(add->inputs[1 - sw], OP_Mul);
+		Node *m1 = producer(add->inputs[sw], OP_Mul), *m2 = producer(add->inputs[1 - sw], OP_Mul);
 		if (!m1 || !m2)
 			continue;
 		for (int a = 0; a < 2; a++) {
 			Value *x = m1->inputs[a], *cs = m1->inputs[1 - a];
 			for (int b = 0; b < 2; b++) {
-				Node *cat = prod(m2->inputs[b], OP_Concat);
+				Node *cat = producer(m2->inputs[b], OP_Concat);
 				Value *sn = m2->inputs[1 - b];
 				if (!cat || cat->ninputs != 2 || (attr_int(cat, "axis", 0) != -1 && attr_int(cat, "axis", 0) != 3))
 					continue;
-				Node *neg = prod(cat->inputs[0], OP_Neg);
+				Node *neg = producer(cat->inputs[0], OP_Neg);
 				int64_t h = m->hd / 2;
-				if (!neg || !slice_is(prod(neg->inputs[0], OP_Slice), x, h, m->hd, m->hd) ||
+				if (!neg || !slice_is(producer(neg->inputs[0], OP_Slice), x, h, m->hd, m->hd) ||
 				    !slice_is(cat->inputs[1]->producer, x, 0, h, m->hd))
 					continue;
 				Value *tc, *pc, *ts, *ps;
@@ -220,156 +161,75 @@ static Value *match_rope(GqMatch *m, Value *y, Node **nodes, int *nn)
 /* repeat_kv: Reshape (Expand (Unsqueeze (a, [2]))) [B,H,L,hd] → a [B,Hkv,L,hd]. */
 static Value *match_repeat(GqMatch *m, Value *x)
 {
-	int64_t d[MAXR], ad[MAXR];
-	if (shape(x, d) != 4 || d[1] != m->H)
+	int64_t d[MATCH_MAXR], ad[MATCH_MAXR];
+	if (static_shape(x, d) != 4 || d[1] != m->H)
 		return NULL;
-	Node *rs = prod(x, OP_Reshape);
-	Node *ex = rs ? prod(rs->inputs[0], OP_Expand) : NULL;
-	Node *un = ex ? prod(ex->inputs[0], OP_Unsqueeze) : NULL;
+	Node *rs = producer(x, OP_Reshape);
+	Node *ex = rs ? producer(rs->inputs[0], OP_Expand) : NULL;
+	Node *un = ex ? producer(ex->inputs[0], OP_Unsqueeze) : NULL;
 	if (!un) {
 		m->Hkv = m->H;
 		return x;
 	}
-	int64_t ed[MAXR], ud[MAXR];
+	int64_t ed[MATCH_MAXR], ud[MATCH_MAXR];
 	Value *a = un->inputs[0];
-	if (shape(a, ad) != 4 || shape(un->outputs[0], ud) != 5 || ud[2] != 1 || shape(ex->outputs[0], ed) != 5 ||
-	    ed[1] != ad[1] || ed[2] * ad[1] != m->H || ed[3] != ad[2] || ed[4] != ad[3] || d[2] != ad[2] ||
-	    un->outputs[0]->nusers != 1 || ex->outputs[0]->nusers != 1)
+	if (static_shape(a, ad) != 4 || static_shape(un->outputs[0], ud) != 5 || ud[2] != 1 ||
+	    static_shape(ex->outputs[0], ed) != 5 || ed[1] != ad[1] || ed[2] * ad[1] != m->H || ed[3] != ad[2] ||
+	    ed[4] != ad[3] || d[2] != ad[2] || un->outputs[0]->nusers != 1 || ex->outputs[0]->nusers != 1)
 		return NULL;
 	if (m->Hkv && m->Hkv != ad[1])
 		return NULL;
 	m->Hkv = ad[1];
-	push(m, rs);
-	push(m, ex);
-	push(m, un);
+	match_push(&m->c.set, rs);
+	match_push(&m->c.set, ex);
+	match_push(&m->c.set, un);
 	return a;
-}
-
-/* ka: Concat (past, new) along axis 2, or new. Returns new. */
-static Value *match_past(GqMatch *m, Value *ka, Value **past, Value **present)
-{
-	Node *cat = prod(ka, OP_Concat);
-	*past = *present = NULL;
-	if (!cat || cat->ninputs != 2 || attr_int(cat, "axis", 0) != 2)
-		return ka;
-	int64_t pd[MAXR];
-	if (shape(cat->inputs[0], pd) != 4)
-		return NULL;
-	push(m, cat);
-	*past = cat->inputs[0];
-	*present = ka;
-	return cat->inputs[1];
-}
-
-static bool mask_causal(const GqMatch *m, const Value *mask)
-{
-	const Value *c = mask;
-	Node *ex = prod(mask, OP_Expand);
-	if (ex)
-		c = ex->inputs[0];
-	if (!c || !c->init || c->init->dtype != DT_FLOAT || !c->init->data)
-		return false;
-	const Tensor *t = c->init;
-	int64_t L = m->P + m->T, od[MAXR];
-	int r = shape(mask, od);     /* [B|1, 1, T, L], or fewer leading dims ([T, L] from a Trilu) */
-	if (r < 2 || od[r - 2] != m->T || od[r - 1] != L)
-		return false;
-	for (int i = 0; i + 2 < r; i++)
-		if (od[i] != 1 && !(i == 0 && r == 4 && od[i] == m->B))
-			return false;
-	if (t->ndim < 2 || t->dims[t->ndim - 2] != m->T || t->dims[t->ndim - 1] != L)
-		return false;
-	for (int i = 0; i + 2 < t->ndim; i++)
-		if (t->dims[i] != 1)
-			return false;
-	for (int64_t i = 0; i < m->T; i++)
-		for (int64_t j = 0; j < L; j++) {
-			double x = tensor_get_f64(t, i * L + j);
-			if (j <= m->P + i ? x != 0.0 : !(x <= -1e9))
-				return false;
-		}
-	return true;
 }
 
 /* transformers' expanded padding mask from attention_mask [B, L]. */
 static Value *mask_padding(const GqMatch *m, const Value *mask)
 {
-	Node *wh = prod(mask, OP_Where);
+	Node *wh = producer(mask, OP_Where);
 	double c, one;
 	if (!wh || !const_scalar(wh->inputs[1], &c) || c != -FLT_MAX)
 		return NULL;
-	Node *sub = prod(wh->inputs[2], OP_Sub);
-	Node *c1 = prod(wh->inputs[0], OP_Cast);
+	Node *sub = producer(wh->inputs[2], OP_Sub);
+	Node *c1 = producer(wh->inputs[0], OP_Cast);
 	while (c1 && attr_int(c1, "to", 0) == DT_BOOL && c1->inputs[0] != wh->inputs[2])
-		c1 = prod(c1->inputs[0], OP_Cast);
+		c1 = producer(c1->inputs[0], OP_Cast);
 	if (!sub || !c1 || attr_int(c1, "to", 0) != DT_BOOL || c1->inputs[0] != wh->inputs[2] ||
 	    !const_scalar(sub->inputs[0], &one) || one != 1.0)
 		return NULL;
-	Node *cf = prod(sub->inputs[1], OP_Cast);
-	Node *ex = cf ? prod(cf->inputs[0], OP_Expand) : NULL;
-	Node *u2 = ex ? prod(ex->inputs[0], OP_Unsqueeze) : NULL;
-	Node *u1 = u2 ? prod(u2->inputs[0], OP_Unsqueeze) : NULL;
+	Node *cf = producer(sub->inputs[1], OP_Cast);
+	Node *ex = cf ? producer(cf->inputs[0], OP_Expand) : NULL;
+	Node *u2 = ex ? producer(ex->inputs[0], OP_Unsqueeze) : NULL;
+	Node *u1 = u2 ? producer(u2->inputs[0], OP_Unsqueeze) : NULL;
 	if (!u1 || attr_int(cf, "to", 0) != DT_FLOAT)
 		return NULL;
 	Value *am = u1->inputs[0];
-	int64_t L = m->P + m->T, ad[MAXR], d1[MAXR], d2[MAXR], de[MAXR];
-	if (shape(am, ad) != 2 || ad[0] != m->B || ad[1] != L || shape(u1->outputs[0], d1) != 3 || d1[1] != 1 ||
-	    d1[2] != L || shape(u2->outputs[0], d2) != 4 || d2[1] != 1 || d2[2] != 1 || shape(ex->outputs[0], de) != 4 ||
-	    de[0] != m->B || de[1] != 1 || de[2] != m->T || de[3] != L)
+	int64_t L = m->P + m->T, ad[MATCH_MAXR], d1[MATCH_MAXR], d2[MATCH_MAXR], de[MATCH_MAXR];
+	if (static_shape(am, ad) != 2 || ad[0] != m->B || ad[1] != L || static_shape(u1->outputs[0], d1) != 3 ||
+	    d1[1] != 1 || d1[2] != L || static_shape(u2->outputs[0], d2) != 4 || d2[1] != 1 || d2[2] != 1 ||
+	    static_shape(ex->outputs[0], de) != 4 || de[0] != m->B || de[1] != 1 || de[2] != m->T || de[3] != L)
 		return NULL;
 	if (am->type.elem != DT_INT64 && am->type.elem != DT_INT32)
 		return NULL;
 	return am;
 }
 
-/* Where form of a causal mask: a bool constant [.., T, L] (leading dims 1)
- * true exactly on and below the diagonal j <= P+i (keep), or exactly above
- * it (!keep: it selects the negative fill). */
-static bool where_causal(const GqMatch *m, const Value *cond, bool keep)
-{
-	const Tensor *t = cond ? cond->init : NULL;
-	int64_t L = m->P + m->T;
-	if (!t || t->dtype != DT_BOOL || !t->data || t->ndim < 2 || t->dims[t->ndim - 2] != m->T ||
-	    t->dims[t->ndim - 1] != L)
-		return false;
-	for (int i = 0; i + 2 < t->ndim; i++)
-		if (t->dims[i] != 1)
-			return false;
-	for (int64_t i = 0; i < m->T; i++)
-		for (int64_t j = 0; j < L; j++)
-			if ((tensor_get_i64(t, i * L + j) != 0) != ((j <= m->P + i) == keep))
-				return false;
-	return true;
-}
-
-/* Where (keep, s, neg) or Where (drop, neg, s) on the scores: returns s
- * (NULL if n is not of that form). */
-static Value *where_scores(const Node *n, bool *keep)
-{
-	if (!n || n->op != OP_Where || n->ninputs != 3 || !n->inputs[0] || !n->inputs[1] || !n->inputs[2] ||
-	    !n->inputs[0]->init)
-		return NULL;
-	int si = n->inputs[1]->init ? 2 : 1;
-	double neg;
-	if (n->inputs[si]->init || !const_scalar(n->inputs[3 - si], &neg) || !(neg <= -1e9))
-		return NULL;
-	*keep = si == 1;
-	return n->inputs[si];
-}
-
 /* transformers' combined mask: Where (Cast<bool> (Cast<bool>? (pad)), finfo.min, causal). */
 static Value *mask_combined(const GqMatch *m, const Value *mask)
 {
-	Node *wh = prod(mask, OP_Where);
+	Node *wh = producer(mask, OP_Where);
 	double c;
 	if (!wh || wh->ninputs != 3 || !const_scalar(wh->inputs[1], &c) || c != -FLT_MAX ||
-	    !mask_causal(m, wh->inputs[2]))
+	    !mask_is_causal(wh->inputs[2], CAUSAL_ADD, m->B, m->T, m->P, m->P + m->T))
 		return NULL;
-	Node *cb = prod(wh->inputs[0], OP_Cast);
+	Node *cb = producer(wh->inputs[0], OP_Cast);
 	if (!cb || attr_int(cb, "to", 0) != DT_BOOL)
 		return NULL;
 	Value *pad = cb->inputs[0];
-	Node *c2 = prod(pad, OP_Cast);
+	Node *c2 = producer(pad, OP_Cast);
 	if (c2 && attr_int(c2, "to", 0) == DT_BOOL)
 		pad = c2->inputs[0];
 	return mask_padding(m, pad);
@@ -378,46 +238,37 @@ static Value *mask_combined(const GqMatch *m, const Value *mask)
 static bool match_gqa(Node *sm, GqMatch *m)
 {
 	memset(m, 0, sizeof *m);
-	int64_t d[MAXR];
-	if (shape(sm->outputs[0], d) != 4 || sm->ninputs != 1)
-		return false;
-	int64_t ax = attr_int(sm, "axis", -1);
-	if (ax != -1 && ax != 3)
+	match_init(&m->c.set, MATCH_MAXN);
+	int64_t d[MATCH_MAXR];
+	if (softmax_last(sm, d) != 4)
 		return false;
 	m->B = d[0];
 	m->H = d[1];
 	m->T = d[2];
 	int64_t L = d[3];
-	push(m, sm);
-	Value *p = sm->outputs[0];
-	while (p->nusers == 1 && !p->is_output && p->users[0].node->op == OP_Cast &&
-	       attr_int(p->users[0].node, "to", 0) == DT_FLOAT) {
-		push(m, p->users[0].node);
-		p = p->users[0].node->outputs[0];
-	}
-	Node *mm2 = sole_user(p, OP_MatMul);
-	if (!mm2 || mm2->inputs[0] != p)
+	match_push(&m->c.set, sm);
+	Node *mm2 = match_pv(&m->c.set, sm);
+	if (!mm2)
 		return false;
-	push(m, mm2);
 	/* scores: an additive mask and/or a Where mask, either order */
 	Value *s = sm->inputs[0], *mask = NULL, *wcond = NULL;
 	bool wkeep = false;
 	Node *n;
 	for (int guard = 0; guard < 2; guard++) {
 		Value *sx;
-		if (!wcond && (n = prod(s, OP_Where)) && (sx = where_scores(n, &wkeep))) {
-			if (s->nusers != 1 || s->is_output)
+		if (!wcond && (n = producer(s, OP_Where)) && (sx = where_scores(n, &wkeep))) {
+			if (!sole_read(s))
 				return false;
 			wcond = n->inputs[0];
-			push(m, n);
+			match_push(&m->c.set, n);
 			s = sx;
-		} else if (!mask && (n = prod(s, OP_Add)) && n->ninputs == 2) {
-			if (s->nusers != 1 || s->is_output)
+		} else if (!mask && (n = producer(s, OP_Add)) && n->ninputs == 2) {
+			if (!sole_read(s))
 				return false;
-			bool first = prod(n->inputs[0], OP_Div) || prod(n->inputs[0], OP_Mul) ||
-			             prod(n->inputs[0], OP_MatMul) || where_scores(n->inputs[0]->producer, &(bool){0});
+			bool first = producer(n->inputs[0], OP_Div) || producer(n->inputs[0], OP_Mul) ||
+			             producer(n->inputs[0], OP_MatMul) || where_scores(n->inputs[0]->producer, &(bool){0});
 			mask = n->inputs[first ? 1 : 0];
-			push(m, n);
+			match_push(&m->c.set, n);
 			s = n->inputs[first ? 0 : 1];
 		} else {
 			break;
@@ -425,36 +276,36 @@ static bool match_gqa(Node *sm, GqMatch *m)
 	}
 	m->scale = 1.0;
 	double c;
-	if ((n = prod(s, OP_Div)) && const_scalar(n->inputs[1], &c) && c != 0 && isfinite(c)) {
+	Value *sx;
+	if ((n = producer(s, OP_Div)) && (sx = scaled_operand(n, DT_UNDEFINED, &c)) && c != 0 && isfinite(c)) {
 		m->scale = 1.0 / c;
-		push(m, n);
-		s = n->inputs[0];
-	} else if ((n = prod(s, OP_Mul)) && n->ninputs == 2) {
-		int ci = const_scalar(n->inputs[1], &c) ? 1 : const_scalar(n->inputs[0], &c) ? 0 : -1;
-		if (ci < 0)
+		match_push(&m->c.set, n);
+		s = sx;
+	} else if ((n = producer(s, OP_Mul))) {
+		if (!(sx = scaled_operand(n, DT_UNDEFINED, &c)))
 			return false;
 		m->scale = c;
-		push(m, n);
-		s = n->inputs[1 - ci];
+		match_push(&m->c.set, n);
+		s = sx;
 	}
-	Node *mm1 = prod(s, OP_MatMul);
+	Node *mm1 = producer(s, OP_MatMul);
 	if (!mm1)
 		return false;
-	push(m, mm1);
-	int64_t qd[MAXR];
-	if (shape(mm1->inputs[0], qd) != 4)
+	match_push(&m->c.set, mm1);
+	int64_t qd[MATCH_MAXR];
+	if (static_shape(mm1->inputs[0], qd) != 4)
 		return false;
 	m->hd = qd[3];
 	/* K side: Transpose 0132 (repeat_kv (Concat? (past, RoPE (split (k))))) */
 	int64_t p0132[4] = {0, 1, 3, 2};
-	Node *kt = prod(mm1->inputs[1], OP_Transpose);
+	Node *kt = producer(mm1->inputs[1], OP_Transpose);
 	if (!perm_is(kt, 4, p0132))
 		return false;
-	push(m, kt);
+	match_push(&m->c.set, kt);
 	Value *ka = match_repeat(m, kt->inputs[0]);
 	if (!ka)
 		return false;
-	Value *kr = match_past(m, ka, &m->past_k, &m->present_k);
+	Value *kr = match_past(&m->c.set, ka, &m->past_k, &m->c.present_k);
 	if (!kr)
 		return false;
 	Node *rn[16];
@@ -465,7 +316,7 @@ static bool match_gqa(Node *sm, GqMatch *m)
 		return false;
 	m->rope = kh != NULL;
 	for (int i = 0; i < rnn; i++)
-		push(m, rn[i]);
+		match_push(&m->c.set, rn[i]);
 	if (!kh)
 		kh = kr;
 	if (!(m->q = match_split(m, qh, m->H)) || !(m->k = match_split(m, kh, m->Hkv)))
@@ -474,12 +325,12 @@ static bool match_gqa(Node *sm, GqMatch *m)
 	Value *va = match_repeat(m, mm2->inputs[1]);
 	if (!va)
 		return false;
-	Value *vh = match_past(m, va, &m->past_v, &m->present_v);
+	Value *vh = match_past(&m->c.set, va, &m->past_v, &m->c.present_v);
 	if (!vh || !(m->v = match_split(m, vh, m->Hkv)) || !m->past_k != !m->past_v)
 		return false;
 	if (m->past_k) {
-		int64_t pd[MAXR];
-		shape(m->past_k, pd);
+		int64_t pd[MATCH_MAXR];
+		static_shape(m->past_k, pd);
 		m->P = pd[2];
 		if (!type_equal(&m->past_k->type, &m->past_v->type) || pd[0] != m->B || pd[1] != m->Hkv || pd[3] != m->hd)
 			return false;
@@ -487,7 +338,7 @@ static bool match_gqa(Node *sm, GqMatch *m)
 	if (m->P + m->T != L)
 		return false;
 	if (mask) {
-		if (mask_causal(m, mask))
+		if (mask_is_causal(mask, CAUSAL_ADD, m->B, m->T, m->P, L))
 			m->causal = true;
 		else if ((m->am = mask_combined(m, mask)))
 			m->causal = true;
@@ -495,77 +346,34 @@ static bool match_gqa(Node *sm, GqMatch *m)
 			return false;
 	}
 	if (wcond) {
-		if (!where_causal(m, wcond, wkeep))
+		if (!mask_is_causal(wcond, wkeep ? CAUSAL_KEEP : CAUSAL_DROP, m->B, m->T, m->P, L))
 			return false;
 		m->causal = true;
 	}
 	/* head merge */
-	int64_t p0213[4] = {0, 2, 1, 3}, od[MAXR];
-	Node *ot = sole_user(mm2->outputs[0], OP_Transpose);
-	if (!perm_is(ot, 4, p0213))
+	int64_t want[3] = {m->B, m->T, m->H * m->hd};
+	if (!(m->c.out = match_head_merge(&m->c.set, mm2->outputs[0], want)))
 		return false;
-	push(m, ot);
-	Node *orr = sole_user(ot->outputs[0], OP_Reshape);
-	if (!orr || shape(orr->outputs[0], od) != 3 || od[0] != m->B || od[1] != m->T || od[2] != m->H * m->hd)
-		return false;
-	push(m, orr);
-	m->out = orr->outputs[0];
-	m->last = orr;
-	return m->nn <= MAXN;
-}
-
-static bool in_set(const GqMatch *m, const Node *n)
-{
-	return node_in(m->nodes, m->nn, n);
-}
-
-static bool check_private(const GqMatch *m)
-{
-	const Value *late[2] = {m->present_k, m->present_v};
-	return m->nn <= MAXN && match_is_private(m->nodes, m->nn, m->last, m->out, late, 2);
+	m->c.last = m->c.out->producer;
+	return !match_full(&m->c.set);
 }
 
 static void rewrite_gqa(Module *mod, GqMatch *m, int *counter)
 {
-	Graph *g = m->last->graph;
-	Node *ordered[MAXN] = {0};
-	int no = 0;
-	FOR_NODES(g, x)
-		if (in_set(m, x))
-			ordered[no++] = x;
-	const char *name = fused_node_name(mod, ordered, no, "core", "GroupQueryAttention", counter);
-	Node *n = node_new(g, "GroupQueryAttention", "ai.wlower", name);
-	struct { const char *k; int64_t v; } ia[] = {
+	Node *ordered[MATCH_MAXN];
+	int no;
+	const char *name = attn_name(mod, &m->c, "GroupQueryAttention", ordered, &no, counter);
+	Node *n = node_new(m->c.last->graph, "GroupQueryAttention", "ai.wlower", name);
+	IntAttr ia[] = {
 		{"heads", m->H}, {"kv_heads", m->Hkv}, {"head_dim", m->hd}, {"causal", m->causal}, {"rope", m->rope},
 	};
-	for (size_t i = 0; i < sizeof ia / sizeof ia[0]; i++)
-		node_add_attr(n, ia[i].k, AT_INT)->i = ia[i].v;
+	set_int_attrs(n, ia, 5);
 	node_add_attr(n, "scale", AT_FLOAT)->f = (float)m->scale;
-	set_fused_from(mod, n, ordered, no);
-	node_insert_before(m->last, n);
 	Value *in[9] = {m->q, m->k, m->v, m->cos, m->sin, m->past_k, m->past_v, m->am, m->pos};
 	int nin = 9;
 	while (nin > 3 && !in[nin - 1])
 		nin--;
-	for (int i = 0; i < nin; i++)
-		node_add_input(n, in[i]);
-	for (int i = 0; i < m->nn; i++) {
-		node_remove(m->nodes[i]);
-		for (int j = 0; j < m->nodes[i]->noutputs; j++) {
-			Value *v = m->nodes[i]->outputs[j];
-			if (v && v != m->out && v != m->present_k && v != m->present_v) {
-				v->in_value_info = false;
-				v->type.kind = TY_NONE;
-			}
-		}
-	}
-	node_add_output(n, m->out);
-	if (m->present_k && (m->present_k->nusers || m->present_k->is_output || m->present_v->nusers ||
-	                     m->present_v->is_output)) {
-		node_add_output(n, m->present_k);
-		node_add_output(n, m->present_v);
-	}
-	module_set_opset(mod, "ai.wlower", 1);
+	attn_replace(mod, &m->c, n, ordered, no, in, nin);
 }
 
 int pass_fuse_gqa(Module *mod, PassContext *ctx, Diag *d)
@@ -576,9 +384,9 @@ int pass_fuse_gqa(Module *mod, PassContext *ctx, Diag *d)
 		if (n->op != OP_Softmax)
 			continue;
 		GqMatch m;
-		if (!match_gqa(n, &m) || !check_private(&m))
+		if (!match_gqa(n, &m) || !attn_is_private(&m.c))
 			continue;
-		nx = m.last->next;
+		nx = m.c.last->next;
 		rewrite_gqa(mod, &m, &counter);
 		changed++;
 	}

@@ -31,6 +31,7 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 enum { SR = 16000, NFFT = 400, HOP = 160, BINS = NFFT / 2 + 1 };
 
@@ -141,8 +142,5 @@ int pass_fuse_logmel(Module *m, PassContext *ctx, Diag *d)
 		rewrite_logmel(m, &c);
 		changed++;
 	}
-	if (changed)
-		module_set_opset(m, "ai.wlower", 1);
-	ctx->changed += changed;
-	return WL_OK;
+	return fusion_done(m, ctx, changed);
 }

@@ -34,6 +34,7 @@
  */
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 typedef struct MMCapture {
 	Node *mm;          /* MatMul or com.microsoft.MatMulNBits */
@@ -43,11 +44,6 @@ typedef struct MMCapture {
 	bool trans_b;      /* bits 32: b is the [N, K] initializer under a Transpose */
 } MMCapture;
 
-static bool is_float_init(const Value *v)
-{
-	return v && v->init && v->init->dtype == DT_FLOAT && v->init->data;
-}
-
 static bool elem_is_float(const Value *v)
 {
 	return v->type.kind == TY_TENSOR && v->type.elem == DT_FLOAT;
@@ -56,13 +52,11 @@ static bool elem_is_float(const Value *v)
 /* The bias Add after the matmul output t: other operand a float [N] constant. */
 static void match_bias(Value *t, MMCapture *c)
 {
-	if (t->nusers != 1 || t->is_output)
+	Node *add = sole_user(t, OP_Add);
+	if (!add || add->noutputs != 1 || add->graph != c->mm->graph)
 		return;
-	Node *add = t->users[0].node;
-	if (add->op != OP_Add || add->ninputs != 2 || add->noutputs != 1 || add->graph != c->mm->graph)
-		return;
-	Value *o = add->inputs[0] == t ? add->inputs[1] : add->inputs[0];
-	if (o == t || !is_float_init(o) || o->init->ndim != 1 || o->init->dims[0] != c->N)
+	Value *o = other_operand(add, t);
+	if (!const_of(o, DT_FLOAT) || o->init->ndim != 1 || o->init->dims[0] != c->N)
 		return;
 	c->add = add;
 	c->bias = o;
@@ -81,7 +75,7 @@ static bool match_matmul_nbits(Node *n, MMCapture *c)
 	const Dim *kd = &a->type.dims[a->type.rank - 1];
 	if (n->op == OP_MatMul) {
 		Node *tp = b->producer;
-		if (!b->init && tp && tp->op == OP_Transpose && tp->ninputs == 1 && is_float_init(tp->inputs[0]) &&
+		if (!b->init && tp && tp->op == OP_Transpose && tp->ninputs == 1 && const_of(tp->inputs[0], DT_FLOAT) &&
 		    tp->inputs[0]->init->ndim == 2) {
 			const int64_t *perm;
 			int np = attr_ints(tp, "perm", &perm);
@@ -91,7 +85,7 @@ static bool match_matmul_nbits(Node *n, MMCapture *c)
 			c->trans_b = true;
 			c->K = b->init->dims[1];
 			c->N = b->init->dims[0];
-		} else if (!is_float_init(b) || b->init->ndim != 2) {
+		} else if (!const_of(b, DT_FLOAT) || b->init->ndim != 2) {
 			return false;
 		} else {
 			c->K = b->init->dims[0];
@@ -115,12 +109,12 @@ static bool match_matmul_nbits(Node *n, MMCapture *c)
 		if (n->ninputs < 3 || !n->inputs[2] || !b->init || b->init->dtype != DT_UINT8)
 			return false;
 		c->scales = n->inputs[2];
-		if (!elem_is_float(c->scales) && !is_float_init(c->scales))
+		if (!elem_is_float(c->scales) && !const_of(c->scales, DT_FLOAT))
 			return false;
 		c->zp = n->ninputs > 3 ? n->inputs[3] : NULL;
 		if (n->ninputs > 5 && n->inputs[5])
 			c->bias = n->inputs[5];
-		if (c->bias && !(is_float_init(c->bias) || elem_is_float(c->bias)))
+		if (c->bias && !(const_of(c->bias, DT_FLOAT) || elem_is_float(c->bias)))
 			return false;
 	} else {
 		return false;
@@ -150,18 +144,6 @@ static const char *fused_name(Arena *ar, const Node *x, const Node *y, int k)
 	return arena_printf(ar, "%.*smatmul", (int)n, s);
 }
 
-static void set_strings(Arena *ar, Node *n, const char *name, const Node **from, int k)
-{
-	Attr *at = node_add_attr(n, name, AT_STRINGS);
-	at->n = k;
-	at->strings = arena_alloc(ar, sizeof(StrRef) * (size_t)k);
-	for (int i = 0; i < k; i++) {
-		const char *s = from[i]->name ? from[i]->name : "";
-		at->strings[i].ptr = arena_strdup(ar, s);
-		at->strings[i].len = strlen(s);
-	}
-}
-
 static void rewrite_matmul_nbits(Module *m, MMCapture *c, int k)
 {
 	Arena *ar = m->arena;
@@ -176,8 +158,8 @@ static void rewrite_matmul_nbits(Module *m, MMCapture *c, int k)
 		node_add_attr(f, "block_size", AT_INT)->i = c->block;
 	if (c->trans_b)
 		node_add_attr(f, "trans_b", AT_INT)->i = 1;
-	const Node *from[2] = {c->mm, c->add};
-	set_strings(ar, f, "fused_from", from, c->add ? 2 : 1);
+	Node *from[2] = {c->mm, c->add};
+	set_fused_from(m, f, from, c->add ? 2 : 1);
 	node_insert_before(last, f);
 	Value *t = c->mm->outputs[0];
 	if (c->add)
@@ -210,9 +192,5 @@ int pass_fuse_matmul_nbits(Module *m, PassContext *ctx, Diag *d)
 		rewrite_matmul_nbits(m, &c, changed);
 		changed++;
 	}
-	if (changed)
-		module_set_opset(m, "ai.wlower", 1);
-	if (ctx)
-		ctx->changed += changed;
-	return WL_OK;
+	return fusion_done(m, ctx, changed);
 }

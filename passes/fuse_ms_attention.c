@@ -35,6 +35,7 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 typedef struct MsaMatch {
 	Node *n;
@@ -46,7 +47,7 @@ typedef struct MsaMatch {
 
 static bool float_init(const Value *v, int ndim)
 {
-	return v && v->init && v->init->dtype == DT_FLOAT && v->init->data && v->init->ndim == ndim;
+	return const_of(v, DT_FLOAT) && v->init->ndim == ndim;
 }
 
 static bool match_msa(Node *n, MsaMatch *m)
@@ -140,14 +141,9 @@ static void rewrite_msa(Module *mod, MsaMatch *m, int *counter)
 		node_add_output(p, qkv[i]);
 	}
 	/* core */
-	Node *a = node_new(g, "WhisperAttention", "ai.wlower", cname);
-	struct { const char *k; int64_t v; } ia[] = {
-		{"embed", m->D}, {"heads", m->H}, {"q_len", m->S}, {"kv_len", m->S}, {"causal", m->causal},
-	};
-	for (size_t i = 0; i < sizeof ia / sizeof ia[0]; i++)
-		node_add_attr(a, ia[i].k, AT_INT)->i = ia[i].v;
-	node_add_attr(a, "scale", AT_FLOAT)->f = m->scale;
-	node_add_attr(a, "kv_layout", AT_STRING)->s = (StrRef){"bsd", 3};
+	WaAttrs wa = {.embed = m->D, .heads = m->H, .q_len = m->S, .kv_len = m->S, .causal = m->causal,
+	              .scale = m->scale, .kv_layout = "bsd"};
+	Node *a = new_whisper_attention(mod, g, cname, &wa);
 	set_fused_from(mod, a, from, 1);
 	node_insert_before(an, a);
 	for (int i = 0; i < 3; i++)

@@ -33,6 +33,7 @@
  */
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 enum { QKV_MAX = 64 };
 
@@ -48,11 +49,6 @@ typedef struct QKVCapture {
 static Value *in(const Node *n, int i)
 {
 	return i < n->ninputs ? n->inputs[i] : NULL;
-}
-
-static bool const_of(const Value *v, int dt)
-{
-	return v && v->init && v->init->dtype == dt && v->init->data;
 }
 
 static bool member_ok(const Node *n, const Value *a)
@@ -184,24 +180,6 @@ static void cat_rows(const QKVCapture *c, int slot, uint8_t *dst, int64_t row_by
 	}
 }
 
-static const char *common_name(Arena *ar, const QKVCapture *c, int k)
-{
-	const char *s = c->m[0]->name ? c->m[0]->name : "";
-	size_t n = strlen(s);
-	for (int i = 1; i < c->n; i++) {
-		const char *t = c->m[i]->name ? c->m[i]->name : "";
-		size_t j = 0;
-		while (j < n && s[j] == t[j])
-			j++;
-		n = j;
-	}
-	while (n > 0 && s[n - 1] != '/')
-		n--;
-	if (n <= 1)
-		return arena_printf(ar, "/fused_proj_%d", k);
-	return arena_printf(ar, "%.*sfused_proj", (int)n, s);
-}
-
 static Node *rewrite_qkv(Module *m, QKVCapture *c, int k)
 {
 	Arena *ar = m->arena;
@@ -238,7 +216,7 @@ static Node *rewrite_qkv(Module *m, QKVCapture *c, int k)
 		bias = new_init(g, "fused_bias", DT_FLOAT, 1, nd, &p);
 		cat_rows(c, 4, p, 4, 0);   /* zeros for members without bias */
 	}
-	Node *f = node_new(g, "MatMulNBits", "ai.wlower", common_name(ar, c, k));
+	Node *f = node_new(g, "MatMulNBits", "ai.wlower", fused_node_name(m, c->m, c->n, "fused_proj", "fused_proj", &k));
 	node_add_attr(f, "K", AT_INT)->i = c->K;
 	node_add_attr(f, "N", AT_INT)->i = c->N;
 	node_add_attr(f, "bits", AT_INT)->i = c->bits;
@@ -247,24 +225,9 @@ static Node *rewrite_qkv(Module *m, QKVCapture *c, int k)
 	Attr *sp = node_add_attr(f, "splits", AT_INTS);
 	sp->n = c->n;
 	sp->ints = arena_alloc(ar, sizeof(int64_t) * (size_t)c->n);
-	int nf = 0;
-	for (int i = 0; i < c->n; i++) {
+	for (int i = 0; i < c->n; i++)
 		sp->ints[i] = attr_int(c->m[i], "N", 0);
-		const Attr *ff = node_attr(c->m[i], "fused_from");
-		nf += ff && ff->type == AT_STRINGS ? ff->n : 1;
-	}
-	Attr *fa = node_add_attr(f, "fused_from", AT_STRINGS);
-	fa->strings = arena_alloc(ar, sizeof(StrRef) * (size_t)nf);
-	for (int i = 0; i < c->n; i++) {
-		const Attr *ff = node_attr(c->m[i], "fused_from");
-		if (ff && ff->type == AT_STRINGS) {
-			for (int j = 0; j < ff->n; j++)
-				fa->strings[fa->n++] = ff->strings[j];
-		} else {
-			const char *nm = c->m[i]->name ? c->m[i]->name : "";
-			fa->strings[fa->n++] = (StrRef){arena_strdup(ar, nm), strlen(nm)};
-		}
-	}
+	set_fused_from_nested(m, f, c->m, c->n);
 	node_insert_before(c->m[0], f);
 	Value *outs[QKV_MAX];
 	for (int i = 0; i < c->n; i++) {
@@ -294,9 +257,5 @@ int pass_fuse_qkv(Module *m, PassContext *ctx, Diag *d)
 		n = rewrite_qkv(m, &c, changed);   /* members after it are unlinked */
 		changed++;
 	}
-	if (changed)
-		module_set_opset(m, "ai.wlower", 1);
-	if (ctx)
-		ctx->changed += changed;
-	return WL_OK;
+	return fusion_done(m, ctx, changed);
 }

@@ -34,7 +34,8 @@
  * that is not exactly causal, a scale that is not a scalar constant, or an
  * intermediate value read outside the pattern leaves the pattern alone.
  * The present outputs are the Concat results when something else (a graph
- * output) reads them.
+ * output) reads them. The Softmax, ·V, head split and merge, K/V Concat and
+ * causal-mask tests are match.h's, shared with fuse-gqa.
  *
  * requires  shape-infer (every value in the pattern has a known static
  *           shape), canonicalize (constants are initializers)
@@ -45,195 +46,70 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
-enum { MAXN = 32, MAXR = 6 };
+enum { MAXN = 32 };
 
 typedef struct WaMatch {
-	Node *nodes[MAXN];
-	int nn;
-	Value *q, *k, *v, *past_k, *past_v, *present_k, *present_v, *out;
+	AttnCore c;
+	Value *q, *k, *v, *past_k, *past_v;
 	int64_t B, T, S, P, H, hd;
 	bool causal, bhsd;
 	double scale;
-	Node *last;
 } WaMatch;
 
 /* ---------------------------------------------------------------- helpers */
-
-static int shape(const Value *v, int64_t *d)
-{
-	if (!v || !type_shape_known(&v->type) || v->type.rank > MAXR)
-		return -1;
-	for (int i = 0; i < v->type.rank; i++)
-		d[i] = v->type.dims[i].value;
-	return v->type.rank;
-}
-
-static bool dims_eq(const Value *v, int r, const int64_t *want)
-{
-	int64_t d[MAXR];
-	if (shape(v, d) != r)
-		return false;
-	for (int i = 0; i < r; i++)
-		if (d[i] != want[i])
-			return false;
-	return true;
-}
-
-static bool perm_is(const Node *n, int r, const int64_t *p)
-{
-	const int64_t *got;
-	if (!n || n->op != OP_Transpose || attr_ints(n, "perm", &got) != r)
-		return false;
-	for (int i = 0; i < r; i++)
-		if (got[i] != p[i])
-			return false;
-	return true;
-}
-
-static Node *prod(const Value *v, Op op)
-{
-	return v && v->producer && v->producer->op == op ? v->producer : NULL;
-}
-
-static void push(WaMatch *m, Node *n)
-{
-	if (m->nn < MAXN)
-		m->nodes[m->nn++] = n;
-	else
-		m->nn = MAXN + 1;   /* overflow: refuse in check_private */
-}
 
 /* For Mul (x, c), Mul (c, x) or Div (x, c) with c a finite nonzero float
  * scalar constant: returns x and sets *c; else NULL. */
 static Value *scaled(const Node *n, double *c)
 {
-	if (!n || n->ninputs != 2 || !n->inputs[0] || !n->inputs[1])
-		return NULL;
-	for (int ci = 1; ci >= 0; ci--) {
-		const Value *o = n->inputs[ci];
-		if (n->op == OP_Div && ci == 0)
-			break;
-		if (!o->init || o->init->dtype != DT_FLOAT || tensor_numel(o->init) != 1 || !o->init->data ||
-		    n->inputs[1 - ci]->init)
-			continue;
-		*c = tensor_get_f64(o->init, 0);
-		if (isfinite(*c) && *c != 0)
-			return n->inputs[1 - ci];
-	}
-	return NULL;
+	Value *x = scaled_operand(n, DT_FLOAT, c);
+	return x && isfinite(*c) && *c != 0 ? x : NULL;
 }
 
-/* Skips float -> float Casts. */
-static Value *skip_cast_fwd(WaMatch *m, Value *v)
+/* [Mul (x, c)] read only here → x, with c folded into the scale (q and k
+ * scaled on their way to QK^T). */
+static Value *peel_scale(WaMatch *m, Value *v)
 {
-	while (v->nusers == 1 && v->users[0].node->op == OP_Cast && v->type.elem == DT_FLOAT &&
-	       attr_int(v->users[0].node, "to", 0) == DT_FLOAT) {
-		push(m, v->users[0].node);
-		v = v->users[0].node->outputs[0];
-	}
-	return v;
+	double c;
+	Node *n = producer(v, OP_Mul);
+	Value *x = n && v->nusers == 1 ? scaled(n, &c) : NULL;
+	if (!x)
+		return v;
+	m->scale *= c;
+	match_push(&m->c.set, n);
+	return x;
 }
 
 /* An initializer, or an Expand of one (torch's expanded causal mask). */
 static bool const_like(const Value *v)
 {
-	Node *ex = prod(v, OP_Expand);
+	Node *ex = producer(v, OP_Expand);
 	return v && (v->init || (ex && ex->inputs[0] && ex->inputs[0]->init));
-}
-
-static Node *sole_user(const Value *v, Op op)
-{
-	if (!v || v->nusers != 1 || v->is_output)
-		return NULL;
-	Node *u = v->users[0].node;
-	return u->op == op ? u : NULL;
 }
 
 /* ---------------------------------------------------------------- match */
 
-/* The causal test on a constant mask (initializer, or Expand of one whose
- * leading dims are 1) of logical shape [.., T, L]. */
-static bool mask_is_causal(const WaMatch *m, const Value *mask)
-{
-	const Value *c = mask;
-	Node *ex = prod(mask, OP_Expand);
-	if (ex)
-		c = ex->inputs[0];
-	if (!c || !c->init || c->init->dtype != DT_FLOAT || !c->init->data)
-		return false;
-	const Tensor *t = c->init;
-	int64_t out[MAXR];
-	int r = shape(mask, out);
-	if (r < 2 || t->ndim < 2 || t->dims[t->ndim - 2] != m->T || t->dims[t->ndim - 1] != m->P + m->S)
-		return false;
-	for (int i = 0; i + 2 < t->ndim; i++)
-		if (t->dims[i] != 1)
-			return false;
-	for (int i = 0; i + 2 < r; i++)     /* broadcast over batch and heads only: [B|1, 1, T, L] */
-		if (out[i] != 1 && !(i == 0 && out[i] == m->B))
-			return false;
-	if (out[r - 2] != m->T || out[r - 1] != m->P + m->S)
-		return false;
-	int64_t L = m->P + m->S;
-	for (int64_t i = 0; i < m->T; i++)
-		for (int64_t j = 0; j < L; j++) {
-			double x = tensor_get_f64(t, i * L + j);
-			if (j <= m->P + i ? x != 0.0 : !(x <= -1e9))
-				return false;
-		}
-	return true;
-}
-
-/* Where form: a bool constant [.., T, L] (leading dims 1) that is true
- * exactly on and below the diagonal j <= P+i (keep = true), or exactly
- * above it (keep = false: it selects the negative fill). */
-static bool where_is_causal(const WaMatch *m, const Value *cond, bool keep)
-{
-	const Tensor *t = cond->init;
-	int64_t L = m->P + m->S;
-	if (!t || t->dtype != DT_BOOL || !t->data || t->ndim < 2 || t->dims[t->ndim - 2] != m->T ||
-	    t->dims[t->ndim - 1] != L)
-		return false;
-	for (int i = 0; i + 2 < t->ndim; i++)
-		if (t->dims[i] != 1)
-			return false;
-	for (int64_t i = 0; i < m->T; i++)
-		for (int64_t j = 0; j < L; j++)
-			if ((tensor_get_i64(t, i * L + j) != 0) != ((j <= m->P + i) == keep))
-				return false;
-	return true;
-}
-
 /* kh: the [B,H,L,hd] keys or values. Fills k/v input, past and layout. */
 static bool match_kv4(WaMatch *m, Value *kh, Value **x, Value **past, Value **present, bool *bhsd)
 {
-	int64_t d[MAXR];
-	if (shape(kh, d) != 4 || d[0] != m->B || d[1] != m->H || d[3] != m->hd)
+	int64_t d[MATCH_MAXR], pd[MATCH_MAXR];
+	if (static_shape(kh, d) != 4 || d[0] != m->B || d[1] != m->H || d[3] != m->hd)
 		return false;
-	*past = *present = NULL;
-	Value *nw = kh;
-	Node *cat = prod(kh, OP_Concat);
-	if (cat && cat->ninputs == 2 && attr_int(cat, "axis", 0) % 4 == 2 && attr_int(cat, "axis", 0) >= -2) {
-		int64_t pd[MAXR];
-		if (shape(cat->inputs[0], pd) != 4 || pd[0] != m->B || pd[1] != m->H || pd[3] != m->hd)
-			return false;
-		push(m, cat);
-		*past = cat->inputs[0];
-		*present = kh;
-		nw = cat->inputs[1];
-	}
-	Node *tr = prod(nw, OP_Transpose);
-	Node *rs = tr ? prod(tr->inputs[0], OP_Reshape) : NULL;
-	int64_t pm[4] = {0, 2, 1, 3};
-	int64_t sd[MAXR];
-	if (tr && rs && perm_is(tr, 4, pm) && shape(rs->inputs[0], sd) == 3 && sd[0] == m->B &&
-	    sd[2] == m->H * m->hd && sole_user(rs->outputs[0], OP_Transpose) && nw->nusers == 1) {
-		push(m, tr);
-		push(m, rs);
-		*x = rs->inputs[0];
+	Value *nw = match_past(&m->c.set, kh, past, present);
+	if (!nw)
+		return false;
+	if (*past && (static_shape(*past, pd) != 4 || pd[0] != m->B || pd[1] != m->H || pd[3] != m->hd))
+		return false;
+	int mark = m->c.set.nn;
+	int64_t hd[4];
+	Value *a = nw->nusers == 1 ? match_head_split(&m->c.set, nw, hd) : NULL;
+	if (a && head_proj(a, hd)) {
+		*x = a;
 		*bhsd = false;
 	} else {
+		match_truncate(&m->c.set, mark);     /* k itself is [B,H,S,hd] */
 		*x = nw;
 		*bhsd = true;
 	}
@@ -243,12 +119,12 @@ static bool match_kv4(WaMatch *m, Value *kh, Value **x, Value **past, Value **pr
 /* Peels a Reshape between the 3-D [B·H, r, c] and 4-D [B, H, r, c] views. */
 static Value *peel_view(WaMatch *m, Value *v, bool back)
 {
-	Node *n = back ? prod(v, OP_Reshape) : sole_user(v, OP_Reshape);
+	Node *n = back ? producer(v, OP_Reshape) : sole_user(v, OP_Reshape);
 	if (!n)
 		return v;
 	Value *a = n->inputs[0], *b = n->outputs[0];
-	int64_t da[MAXR], db[MAXR];
-	int ra = shape(a, da), rb = shape(b, db);
+	int64_t da[MATCH_MAXR], db[MATCH_MAXR];
+	int ra = static_shape(a, da), rb = static_shape(b, db);
 	if (ra < 3 || rb < 3 || da[ra - 1] != db[rb - 1] || da[ra - 2] != db[rb - 2])
 		return v;
 	int64_t pa = 1, pb = 1;
@@ -258,30 +134,25 @@ static Value *peel_view(WaMatch *m, Value *v, bool back)
 		pb *= db[i];
 	if (pb != pa || (m->H && pa != m->B * m->H))   /* B, H unknown while walking the scores */
 		return v;
-	if (back && (b->nusers != 1 || b->is_output))
+	if (back && !sole_read(b))
 		return v;
-	push(m, n);
+	match_push(&m->c.set, n);
 	return back ? a : b;
 }
 
 static bool match_wa(Node *sm, WaMatch *m)
 {
 	memset(m, 0, sizeof *m);
+	match_init(&m->c.set, MAXN);
 	m->scale = 1.0;
-	int64_t sd[MAXR];
-	int sr = shape(sm->outputs[0], sd);
-	if (sr < 3 || sm->ninputs != 1)
+	int64_t sd[MATCH_MAXR];
+	if (softmax_last(sm, sd) < 3)
 		return false;
-	int64_t ax = attr_int(sm, "axis", -1);
-	if (ax != -1 && ax != sr - 1)
+	match_push(&m->c.set, sm);
+	/* forward: ·V (Casts only from a float Softmax) */
+	Node *mm2 = match_pv(&m->c.set, sm);
+	if (!mm2 || (mm2->inputs[0] != sm->outputs[0] && sm->outputs[0]->type.elem != DT_FLOAT))
 		return false;
-	push(m, sm);
-	/* forward: ·V and head merge */
-	Value *p = skip_cast_fwd(m, sm->outputs[0]);
-	Node *mm2 = sole_user(p, OP_MatMul);
-	if (!mm2 || mm2->inputs[0] != p)
-		return false;
-	push(m, mm2);
 	/* backward from the Softmax: views, mask, scale, QK^T */
 	Value *s = sm->inputs[0];
 	Node *mm1 = NULL;
@@ -289,7 +160,7 @@ static bool match_wa(Node *sm, WaMatch *m)
 	Node *where = NULL;
 	bool where_keep = false;
 	for (int guard = 0; guard < 6 && !mm1; guard++) {
-		if (s->nusers != 1 || s->is_output)
+		if (!sole_read(s))
 			return false;
 		Node *n = s->producer;
 		if (!n)
@@ -303,21 +174,12 @@ static bool match_wa(Node *sm, WaMatch *m)
 			if (a == s)
 				return false;
 			s = a;
-		} else if (n->op == OP_Where && !mask && !where && n->ninputs == 3) {
-			/* Where (keep, s, neg) or Where (drop, neg, s) */
-			int si = n->inputs[1] && !n->inputs[1]->init ? 1 : 2;
-			double neg;
-			Value *nv = n->inputs[3 - si];
-			if (!nv || !n->inputs[si] || !n->inputs[0] || !nv->init || tensor_numel(nv->init) != 1 ||
-			    !nv->init->data || !n->inputs[0]->init)
-				return false;
-			neg = tensor_get_f64(nv->init, 0);
-			if (!(neg <= -1e9))
+		} else if (n->op == OP_Where && !mask && !where) {
+			if (!(sx = where_scores(n, &where_keep)))
 				return false;
 			where = n;
-			where_keep = si == 1;
-			push(m, n);
-			s = n->inputs[si];
+			match_push(&m->c.set, n);
+			s = sx;
 		} else if (n->op == OP_Add && !mask) {
 			Value *x = n->inputs[0], *o = n->inputs[1];
 			if (!const_like(o)) {
@@ -326,12 +188,12 @@ static bool match_wa(Node *sm, WaMatch *m)
 			if (!const_like(o) || const_like(x))
 				return false;
 			mask = o;
-			push(m, n);
+			match_push(&m->c.set, n);
 			s = x;
 		} else if ((n->op == OP_Div || n->op == OP_Mul) && (sx = scaled(n, &c)) && c > 0) {
 			/* before or after the mask: a positive scale keeps masked scores masked */
 			m->scale *= n->op == OP_Div ? 1.0 / c : c;
-			push(m, n);
+			match_push(&m->c.set, n);
 			s = sx;
 		} else {
 			return false;
@@ -339,53 +201,32 @@ static bool match_wa(Node *sm, WaMatch *m)
 	}
 	if (!mm1)
 		return false;
-	push(m, mm1);
+	match_push(&m->c.set, mm1);
 	/* Q: [Reshape 3-D] <- [Mul] <- Transpose 0213 <- Reshape <- [Mul] <- q */
-	Value *qv = mm1->inputs[0];
-	double c;
-	Node *n;
-	Value *x;
-	if ((n = prod(qv, OP_Mul)) && qv->nusers == 1 && (x = scaled(n, &c))) {
-		m->scale *= c; push(m, n); qv = x;
-	}
-	int64_t qd[MAXR];
-	if (shape(qv, qd) == 3) {   /* 3-D bmm form */
-		Node *r3 = prod(qv, OP_Reshape);
+	Value *qv = peel_scale(m, mm1->inputs[0]);
+	int64_t qd[MATCH_MAXR];
+	if (static_shape(qv, qd) == 3) {   /* 3-D bmm form */
+		Node *r3 = producer(qv, OP_Reshape);
 		if (!r3 || qv->nusers != 1)
 			return false;
-		push(m, r3);
+		match_push(&m->c.set, r3);
 		qv = r3->inputs[0];
 	}
-	if ((n = prod(qv, OP_Mul)) && qv->nusers == 1 && (x = scaled(n, &c))) {
-		m->scale *= c; push(m, n); qv = x;
-	}
-	int64_t p0213[4] = {0, 2, 1, 3};
-	Node *qt = prod(qv, OP_Transpose);
-	if (!perm_is(qt, 4, p0213) || qv->nusers != 1 || shape(qv, qd) != 4)
+	qv = peel_scale(m, qv);
+	int64_t hq[4];
+	if (qv->nusers != 1 || !(qv = match_head_split(&m->c.set, qv, hq)))
 		return false;
-	m->B = qd[0]; m->H = qd[1]; m->T = qd[2]; m->hd = qd[3];
-	push(m, qt);
-	Node *qr = prod(qt->inputs[0], OP_Reshape);
-	if (!qr || !sole_user(qr->outputs[0], OP_Transpose))
-		return false;
-	push(m, qr);
-	qv = qr->inputs[0];
-	if ((n = prod(qv, OP_Mul)) && qv->nusers == 1 && (x = scaled(n, &c))) {
-		m->scale *= c; push(m, n); qv = x;
-	}
-	int64_t want_q[3] = {m->B, m->T, m->H * m->hd};
-	if (!dims_eq(qv, 3, want_q))
+	m->B = hq[0]; m->H = hq[1]; m->T = hq[2]; m->hd = hq[3];
+	qv = peel_scale(m, qv);
+	if (!head_proj(qv, hq))
 		return false;
 	m->q = qv;
 	/* K: [Mul] <- Transpose (3-D 021 of Reshape(kh) | 4-D 0132 of kh | 0231 of Reshape(k)) */
-	Value *kv = mm1->inputs[1];
-	if ((n = prod(kv, OP_Mul)) && kv->nusers == 1 && (x = scaled(n, &c))) {
-		m->scale *= c; push(m, n); kv = x;
-	}
-	Node *kt = prod(kv, OP_Transpose);
+	Value *kv = peel_scale(m, mm1->inputs[1]);
+	Node *kt = producer(kv, OP_Transpose);
 	if (!kt || kv->nusers != 1)
 		return false;
-	push(m, kt);
+	match_push(&m->c.set, kt);
 	int64_t p021[3] = {0, 2, 1}, p0132[4] = {0, 1, 3, 2}, p0231[4] = {0, 2, 3, 1};
 	Value *kh = NULL;
 	bool kb = false;
@@ -397,31 +238,31 @@ static bool match_wa(Node *sm, WaMatch *m)
 	} else if (perm_is(kt, 4, p0132)) {
 		kh = kt->inputs[0];
 	} else if (perm_is(kt, 4, p0231)) {
-		Node *kr = prod(kt->inputs[0], OP_Reshape);
-		int64_t want[3];
-		if (!kr || kt->inputs[0]->nusers != 1 || shape(kr->inputs[0], want) != 3 || want[0] != m->B ||
+		Node *kr = producer(kt->inputs[0], OP_Reshape);
+		int64_t want[MATCH_MAXR];
+		if (!kr || kt->inputs[0]->nusers != 1 || static_shape(kr->inputs[0], want) != 3 || want[0] != m->B ||
 		    want[2] != m->H * m->hd)
 			return false;
-		push(m, kr);
+		match_push(&m->c.set, kr);
 		m->k = kr->inputs[0];
 		m->S = want[1];
 	} else {
 		return false;
 	}
 	if (kh) {
-		if (!match_kv4(m, kh, &m->k, &m->past_k, &m->present_k, &kb))
+		if (!match_kv4(m, kh, &m->k, &m->past_k, &m->c.present_k, &kb))
 			return false;
 	}
 	/* V */
 	Value *vv = mm2->inputs[1];
-	if (shape(vv, qd) == 3) {
+	if (static_shape(vv, qd) == 3) {
 		Value *a = peel_view(m, vv, true);
 		if (a == vv)
 			return false;
 		vv = a;
 	}
 	bool vb = false;
-	if (!match_kv4(m, vv, &m->v, &m->past_v, &m->present_v, &vb))
+	if (!match_kv4(m, vv, &m->v, &m->past_v, &m->c.present_v, &vb))
 		return false;
 	if (!kh) {   /* openai form: k from a [B,S,D] projection, no past */
 		if (m->past_v || vb)
@@ -431,112 +272,53 @@ static bool match_wa(Node *sm, WaMatch *m)
 	if (kb != vb || !m->past_k != !m->past_v)
 		return false;
 	m->bhsd = kb;
-	int64_t kd[MAXR];
-	int kr = shape(m->k, kd);
+	int64_t kd[MATCH_MAXR];
+	int kr = static_shape(m->k, kd);
 	m->S = kb ? kd[2] : kd[1];
 	if (kr != (kb ? 4 : 3) || !type_equal(&m->k->type, &m->v->type))
 		return false;
 	if (m->past_k) {
-		int64_t pd[MAXR];
-		shape(m->past_k, pd);
+		int64_t pd[MATCH_MAXR];
+		static_shape(m->past_k, pd);
 		m->P = pd[2];
 		if (!type_equal(&m->past_k->type, &m->past_v->type))
 			return false;
 	}
-	/* mask */
+	/* mask: exactly causal, additive or Where */
+	int64_t L = m->P + m->S;
 	if (mask && where)
 		return false;
-	if (mask) {
-		if (!mask_is_causal(m, mask))
-			return false;
-		m->causal = true;
-	}
-	if (where) {
-		if (!where_is_causal(m, where->inputs[0], where_keep))
-			return false;
-		m->causal = true;
-	}
+	if (mask && !mask_is_causal(mask, CAUSAL_ADD, m->B, m->T, m->P, L))
+		return false;
+	if (where && !mask_is_causal(where->inputs[0], where_keep ? CAUSAL_KEEP : CAUSAL_DROP, m->B, m->T, m->P, L))
+		return false;
+	m->causal = mask || where;
 	/* head merge: [Reshape 4-D] -> Transpose 0213 -> Reshape [B,T,D] */
 	Value *o = mm2->outputs[0];
-	if (shape(o, qd) == 3)
+	if (static_shape(o, qd) == 3)
 		o = peel_view(m, o, false);
-	Node *ot = sole_user(o, OP_Transpose);
-	if (!perm_is(ot, 4, p0213))
+	int64_t want_q[3] = {m->B, m->T, m->H * m->hd};
+	if (!(m->c.out = match_head_merge(&m->c.set, o, want_q)))
 		return false;
-	push(m, ot);
-	Node *orr = sole_user(ot->outputs[0], OP_Reshape);
-	if (!orr || !dims_eq(orr->outputs[0], 3, want_q))
-		return false;
-	push(m, orr);
-	m->out = orr->outputs[0];
-	m->last = orr;
-	return m->nn <= MAXN;
-}
-
-static bool in_set(const WaMatch *m, const Node *n)
-{
-	return node_in(m->nodes, m->nn, n);
-}
-
-/* Every value the pattern produces is read only inside it (except out and
- * the present values), and the readers of present come after `last`. */
-static bool check_private(const WaMatch *m)
-{
-	const Value *late[2] = {m->present_k, m->present_v};
-	return m->nn <= MAXN && match_is_private(m->nodes, m->nn, m->last, m->out, late, 2);
+	m->c.last = m->c.out->producer;
+	return !match_full(&m->c.set);
 }
 
 /* ---------------------------------------------------------------- rewrite */
 
 static void rewrite_wa(Module *mod, WaMatch *m, int *counter)
 {
-	Graph *g = m->last->graph;
-	Node *ordered[MAXN] = {0};
-	int no = 0;
-	FOR_NODES(g, x)
-		if (in_set(m, x))
-			ordered[no++] = x;
-	const char *name = fused_node_name(mod, ordered, no, "core", "WhisperAttention", counter);
-	Node *n = node_new(g, "WhisperAttention", "ai.wlower", name);
-	struct { const char *k; int64_t v; } ia[] = {
-		{"embed", m->H * m->hd}, {"heads", m->H}, {"q_len", m->T}, {"kv_len", m->P + m->S},
-		{"causal", m->causal},
-	};
-	for (size_t i = 0; i < sizeof ia / sizeof ia[0]; i++)
-		node_add_attr(n, ia[i].k, AT_INT)->i = ia[i].v;
-	node_add_attr(n, "scale", AT_FLOAT)->f = (float)m->scale;
-	const char *lay = m->bhsd ? "bhsd" : "bsd";
-	node_add_attr(n, "kv_layout", AT_STRING)->s = (StrRef){arena_strdup(mod->arena, lay), strlen(lay)};
-	set_fused_from(mod, n, ordered, no);
-	node_insert_before(m->last, n);
-	node_add_input(n, m->q);
-	node_add_input(n, m->k);
-	node_add_input(n, m->v);
-	if (m->past_k) {
-		node_add_input(n, m->past_k);
-		node_add_input(n, m->past_v);
+	Node *ordered[MATCH_MAXN];
+	int no;
+	const char *name = attn_name(mod, &m->c, "WhisperAttention", ordered, &no, counter);
+	WaAttrs wa = {.embed = m->H * m->hd, .heads = m->H, .q_len = m->T, .kv_len = m->P + m->S,
+	              .causal = m->causal, .scale = m->scale, .kv_layout = m->bhsd ? "bhsd" : "bsd"};
+	Node *n = new_whisper_attention(mod, m->c.last->graph, name, &wa);
+	Value *in[5] = {m->q, m->k, m->v, m->past_k, m->past_v};
+	if (!attn_replace(mod, &m->c, n, ordered, no, in, m->past_k ? 5 : 3) && m->c.present_k) {
+		m->c.present_k->in_value_info = m->c.present_v->in_value_info = false;
+		m->c.present_k->type.kind = m->c.present_v->type.kind = TY_NONE;
 	}
-	for (int i = 0; i < m->nn; i++) {
-		node_remove(m->nodes[i]);
-		for (int j = 0; j < m->nodes[i]->noutputs; j++) {
-			Value *v = m->nodes[i]->outputs[j];
-			if (v && v != m->out && v != m->present_k && v != m->present_v) {
-				v->in_value_info = false;
-				v->type.kind = TY_NONE;
-			}
-		}
-	}
-	node_add_output(n, m->out);
-	bool keep = m->present_k && (m->present_k->nusers || m->present_k->is_output ||
-	                             m->present_v->nusers || m->present_v->is_output);
-	if (keep) {
-		node_add_output(n, m->present_k);
-		node_add_output(n, m->present_v);
-	} else if (m->present_k) {
-		m->present_k->in_value_info = m->present_v->in_value_info = false;
-		m->present_k->type.kind = m->present_v->type.kind = TY_NONE;
-	}
-	module_set_opset(mod, "ai.wlower", 1);
 }
 
 int pass_fuse_whisper_attention(Module *mod, PassContext *ctx, Diag *d)
@@ -547,9 +329,9 @@ int pass_fuse_whisper_attention(Module *mod, PassContext *ctx, Diag *d)
 		if (n->op != OP_Softmax)
 			continue;
 		WaMatch m;
-		if (!match_wa(n, &m) || !check_private(&m))
+		if (!match_wa(n, &m) || !attn_is_private(&m.c))
 			continue;
-		nx = m.last->next;
+		nx = m.c.last->next;
 		rewrite_wa(mod, &m, &counter);
 		changed++;
 	}

@@ -31,6 +31,7 @@
  */
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 
 /* A value that nothing reads any more: no value_info entry for it. */
 static void forget(Value *v)
@@ -108,23 +109,10 @@ static bool cast_is_identity(const Node *n)
 	return to && to->type == AT_INT && to->i == elem;
 }
 
-static void run_graph(Graph *g, int *changed);
-
-static void run_subgraphs(Node *n, int *changed)
-{
-	for (int i = 0; i < n->nattrs; i++) {
-		Attr *at = &n->attrs[i];
-		if (at->type == AT_GRAPH && at->g)
-			run_graph(at->g, changed);
-		for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
-			run_graph(at->graphs[k], changed);
-	}
-}
-
 static void run_graph(Graph *g, int *changed)
 {
 	FOR_NODES_SAFE(g, n, nx) {
-		run_subgraphs(n, changed);
+		for_each_subgraph(n, run_graph, changed);
 		bool ok = false;
 		if (n->op == OP_Identity)
 			ok = n->noutputs == 1 && n->outputs[0];
@@ -145,9 +133,5 @@ static void run_graph(Graph *g, int *changed)
 int pass_identity_elim(Module *m, PassContext *ctx, Diag *d)
 {
 	(void)d;
-	int changed = 0;
-	run_graph(m->graph, &changed);
-	if (ctx)
-		ctx->changed += changed;
-	return WL_OK;
+	return pass_on_graph(m, ctx, run_graph);
 }

@@ -92,17 +92,7 @@ void whisper_mel_filters(int n_mels, float *out);
  * passes that create nodes). Unknown ops keep declared types. */
 int shape_infer_node(Node *n, Diag *d);
 
-/* fuse_util.c: names and provenance of the nodes a rewrite creates. The
- * name is the replaced nodes' common "/a/b/" prefix + suffix, else
- * "/<op>_<counter++>"; fused_from lists the replaced nodes' names in order. */
-const char *fused_node_name(Module *m, Node *const *nodes, int nn, const char *suffix,
-                            const char *op, int *counter);
-void set_fused_from(Module *m, Node *n, Node *const *nodes, int nn);
-bool node_in(Node *const *nodes, int nn, const Node *n);
-/* A match may be replaced only if every value its nodes produce is read
- * inside it, except `out` and the `late` values (present K/V), whose readers
- * outside must come after `last` in the same graph. */
-bool match_is_private(Node *const *nodes, int nn, const Node *last, const Value *out,
-                      const Value *const *late, int nlate);
+/* match.h: the matcher library (match_*, sole_user, fused_node_name, ...)
+ * the canonicalize and fuse passes share. */
 
 #endif
