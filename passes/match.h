@@ -10,7 +10,7 @@
  */
 #ifndef WLOWER_MATCH_H
 #define WLOWER_MATCH_H
-#include "compiler.h"
+#include "passes/passes.h"
 
 enum {
 	MATCH_MAXR = 6,            /* ranks static_shape reads */

@@ -6,6 +6,7 @@
  * test_canonicalize.c, test_fuse_attention.c and tests/lit.
  */
 #include <check.h>
+#include "check_run.h"
 #include <string.h>
 #include "passes/passes.h"
 #include "passes/match.h"
@@ -233,16 +234,8 @@ int main(void)
 {
 	Suite *s = suite_create("match");
 	TCase *tc = tcase_create("match");
-	tcase_add_test(tc, values_and_constants);
-	tcase_add_test(tc, match_sets);
-	tcase_add_test(tc, causal_masks);
-	tcase_add_test(tc, where_forms);
-	tcase_add_test(tc, norms);
-	tcase_add_test(tc, attention_pieces);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	check_add(tc, (const TTest *const[]){
+		values_and_constants, match_sets, causal_masks, where_forms, norms, attention_pieces, NULL
+	});
+	return check_run(s, tc);
 }
