@@ -21,7 +21,8 @@
  *     → y = ai.wlower.Gelu<approximate = "tanh">(x)
  *
  * com.microsoft Gelu(x) → ai.wlower.Gelu<approximate = "none">(x);
- * com.microsoft FastGelu(x, bias?) → [Add(x, bias) →] ai.wlower.Gelu<"tanh">.
+ * com.microsoft FastGelu(x, bias?) → [Add(x, bias) →] ai.wlower.Gelu<"tanh">;
+ * com.microsoft BiasGelu(x, bias) → Add(x, bias) → ai.wlower.Gelu<"none">.
  *
  * requires  fold-constants (the constants must be initializers), types
  * maintains topological order, use lists, the output value (name, type)
@@ -200,14 +201,16 @@ static void rewrite_gelu(Module *m, GeluMatch *g, int *counter)
 	emit_gelu(m, g->set.nodes, g->set.nn, last, g->x, g->y, g->tanh_form, counter);
 }
 
-/* com.microsoft Gelu / FastGelu: one node for one node (+ bias Add). */
+/* com.microsoft Gelu / FastGelu / BiasGelu: one node for one node (+ bias Add). */
 static bool rewrite_ms(Module *m, Node *n, int *counter)
 {
 	if (n->noutputs != 1 || !n->outputs[0] || n->ninputs < 1 || !n->inputs[0])
 		return false;
 	Value *x = n->inputs[0], *y = n->outputs[0];
 	bool tanh_form = n->op == OP_MsFastGelu;
-	if (tanh_form && n->ninputs > 1 && n->inputs[1]) {
+	if (n->op == OP_MsBiasGelu && (n->ninputs < 2 || !n->inputs[1]))
+		return false;
+	if (n->op != OP_MsGelu && n->ninputs > 1 && n->inputs[1]) {
 		Value *b = n->inputs[1];
 		Value *s = graph_new_value(n->graph, "gelu_bias_sum");
 		s->type = type_copy(m->arena, &y->type);
@@ -233,7 +236,7 @@ int pass_canonicalize_gelu(Module *m, PassContext *ctx, Diag *d)
 		again = false;
 		FOR_NODES(g, n) {
 			GeluMatch gm;
-			if ((n->op == OP_MsGelu || n->op == OP_MsFastGelu) && rewrite_ms(m, n, &counter)) {
+			if ((n->op == OP_MsGelu || n->op == OP_MsFastGelu || n->op == OP_MsBiasGelu) && rewrite_ms(m, n, &counter)) {
 				changed++;
 				again = true;
 				break;

@@ -39,7 +39,8 @@ struct PassContext {
 	FuseOptions fuse;
 	NumericsOptions numerics;
 	/* set by passes for --time-passes / statistics */
-	int changed;
+	int changed;               /* rewrites made (nodes replaced, folded...): the
+	                               "rewrites" column of --time-passes */
 };
 
 typedef struct PipelineOptions {

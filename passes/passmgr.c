@@ -123,7 +123,7 @@ int pipeline_run(Module *m, const PipelineOptions *opt, Diag *d)
 	}
 	FILE *pf = opt->print_to ? opt->print_to : stderr;
 	double times[MAX_PIPE], total = 0;
-	int nodes[MAX_PIPE];
+	int nodes[MAX_PIPE], changes[MAX_PIPE];
 	PassContext ctx = {.model_path = m->path, .fuse = opt->fuse, .numerics = opt->numerics};
 	for (int i = 0; i < n; i++) {
 		double t0 = wl_now_ms();
@@ -136,6 +136,7 @@ int pipeline_run(Module *m, const PipelineOptions *opt, Diag *d)
 		times[i] = wl_now_ms() - t0;
 		total += times[i];
 		nodes[i] = m->graph->nnodes;
+		changes[i] = ctx.changed;
 		if (opt->verify_each || m->debug_verify) {
 			Diag vd = {0};
 			if (ir_verify(m, &vd) != WL_OK)
@@ -148,13 +149,16 @@ int pipeline_run(Module *m, const PipelineOptions *opt, Diag *d)
 	}
 	if (opt->time_passes) {
 		fprintf(stderr, "===-------------------------------------------===\n");
-		fprintf(stderr, "  pass execution timing report (wall, ms; nodes after the pass)\n");
+		fprintf(stderr, "  pass execution timing report (wall, ms; nodes after the pass; rewrites)\n");
 		fprintf(stderr, "===-------------------------------------------===\n");
-		fprintf(stderr, "  %10s  %6s  %6s  %s\n", "ms", "%", "nodes", "pass");
-		for (int i = 0; i < n; i++)
-			fprintf(stderr, "  %10.3f  %5.1f%%  %6d  %s\n", times[i],
-			        total > 0 ? 100.0 * times[i] / total : 0.0, nodes[i], pipe[i]->name);
-		fprintf(stderr, "  %10.3f  100.0%%  %6d  total\n", total, m->graph->nnodes);
+		fprintf(stderr, "  %10s  %6s  %6s  %8s  %s\n", "ms", "%", "nodes", "rewrites", "pass");
+		int all = 0;
+		for (int i = 0; i < n; i++) {
+			fprintf(stderr, "  %10.3f  %5.1f%%  %6d  %8d  %s\n", times[i],
+			        total > 0 ? 100.0 * times[i] / total : 0.0, nodes[i], changes[i], pipe[i]->name);
+			all += changes[i];
+		}
+		fprintf(stderr, "  %10.3f  100.0%%  %6d  %8d  total\n", total, m->graph->nnodes, all);
 	}
 	return WL_OK;
 }
