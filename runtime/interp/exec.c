@@ -18,9 +18,10 @@
  *      ConstantOfShape's input, ... — found once, backwards, from the
  *      kernels' data_inputs masks) are also run, on temporary buffers;
  *   2. each node output lives from its producer to its last reader (graph
- *      outputs to the end); blocks are placed in one arena, largest first,
- *      at the lowest offset that does not overlap a block alive at the same
- *      time (the greedy-by-size heuristic of TFLite's arena planner);
+ *      outputs to the end); the shared planner (compiler/ir/plan.h) places
+ *      the blocks in one arena, 64-byte aligned, largest first, each at the
+ *      lowest offset that does not overlap a block alive at the same time
+ *      (the greedy-by-size heuristic of TFLite's arena planner);
  *   3. per-thread and shared scratch is the maximum any node asked for.
  * exec_run then only calls infer (cheap) and run per node; it does not
  * allocate unless a shape differs from the plan (possible only if a kernel's
@@ -31,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "ref.h"
+#include "compiler/ir/plan.h"
 
 enum { SLOT_NODE = 0, SLOT_INPUT = 1, SLOT_INIT = 2 };
 
@@ -44,8 +46,8 @@ typedef struct Slot {
 	RTensor t;              /* current dtype, shape, data */
 	bool bound;             /* SLOT_INPUT: exec_bind was called */
 	bool need_data;         /* data read while planning (shapes depend on it) */
-	int def, last;          /* producing node, last reading node */
-	size_t off, bytes;      /* planned place in the arena */
+	int def, last;          /* producing node, last reading node (plan_liveness) */
+	size_t off;             /* planned place in the arena */
 	int pdt, pndim;         /* planned dtype and shape */
 	int64_t pdims[RT_MAX_DIMS];
 	void *dyn;              /* own buffer (planning pass or fallback) */
@@ -258,7 +260,6 @@ int exec_new(Module *m, int threads, Exec **out, Diag *d)
 				goto fail;
 			}
 			en->in[i] = s;
-			e->slots[s].last = ni;
 		}
 		for (int i = 0; i < en->nout; i++) {
 			Value *v = n->outputs[i];
@@ -270,13 +271,17 @@ int exec_new(Module *m, int threads, Exec **out, Diag *d)
 				          n->name ? n->name : "", n->op_type, v->name);
 				goto fail;
 			}
-			int s = add_slot(e, v, SLOT_NODE);
-			e->slots[s].def = ni;
-			en->out[i] = s;
+			en->out[i] = add_slot(e, v, SLOT_NODE);
 		}
 		ni++;
 	}
 	e->nnodes = ni;
+	PlanLive *live = plan_liveness(g, nv);
+	for (int s = 0; s < e->nslots; s++) {
+		e->slots[s].def = live[e->slots[s].v->id].def;
+		e->slots[s].last = live[e->slots[s].v->id].last;
+	}
+	free(live);
 	for (int i = 0; i < g->noutputs; i++) {
 		Value *v = g->outputs[i];
 		int s = v ? slot_for(e, v) : -1;
@@ -597,23 +602,6 @@ static int run_with_dyn(Exec *e, ENode *en, KCall *c, Diag *d)
 	return rc;
 }
 
-typedef struct Block { size_t off, bytes; int def, last; } Block;
-
-static int cmp_size_desc(const void *a, const void *b, void *ctx)
-{
-	const Slot *s = ctx;
-	int x = *(const int *)a, y = *(const int *)b;
-	if (s[x].bytes != s[y].bytes)
-		return s[x].bytes < s[y].bytes ? 1 : -1;
-	return x - y;
-}
-
-static int cmp_off(const void *a, const void *b)
-{
-	const Block *x = a, *y = b;
-	return x->off < y->off ? -1 : x->off > y->off;
-}
-
 int exec_prepare(Exec *e, Diag *d)
 {
 	if (check_bound(e, d) != WL_OK)
@@ -636,51 +624,30 @@ int exec_prepare(Exec *e, Diag *d)
 		}
 	}
 	/* 2. arena */
-	int *order = malloc(sizeof(int) * (size_t)(e->nslots + 1));
-	Block *placed = malloc(sizeof(Block) * (size_t)(e->nslots + 1));
-	if (!order || !placed)
+	PlanItem *items = malloc(sizeof *items * (size_t)(e->nslots + 1));
+	int *slot = malloc(sizeof *slot * (size_t)(e->nslots + 1));
+	if (!items || !slot)
 		wl_die(__FILE__, __LINE__, "out of memory");
 	int n = 0;
 	for (int s = 0; s < e->nslots; s++) {
 		Slot *sl = &e->slots[s];
 		if (sl->kind != SLOT_NODE)
 			continue;
-		sl->bytes = (sl->t.nbytes + 63) & ~(size_t)63;
-		if (sl->last < sl->def)
-			sl->last = sl->def;             /* written, never read */
 		sl->pdt = sl->t.dtype;
 		sl->pndim = sl->t.ndim;
 		memcpy(sl->pdims, sl->t.dims, sizeof sl->pdims);
-		order[n++] = s;
+		items[n] = (PlanItem){.bytes = sl->t.nbytes, .first = sl->def, .last = sl->last};
+		slot[n++] = s;
 	}
-	qsort_r(order, (size_t)n, sizeof(int), cmp_size_desc, e->slots);
-	size_t total = 0;
-	int np = 0;
-	Block *live = malloc(sizeof(Block) * (size_t)(n + 1));
-	if (!live)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	for (int i = 0; i < n; i++) {
-		Slot *sl = &e->slots[order[i]];
-		int nl = 0;
-		for (int j = 0; j < np; j++)
-			if (placed[j].def <= sl->last && sl->def <= placed[j].last)
-				live[nl++] = placed[j];
-		qsort(live, (size_t)nl, sizeof(Block), cmp_off);
-		size_t off = 0;
-		for (int j = 0; j < nl; j++) {
-			if (live[j].off >= off + sl->bytes)
-				break;
-			if (live[j].off + live[j].bytes > off)
-				off = live[j].off + live[j].bytes;
-		}
-		sl->off = off;
-		placed[np++] = (Block){off, sl->bytes, sl->def, sl->last};
-		if (off + sl->bytes > total)
-			total = off + sl->bytes;
-	}
-	free(live);
-	free(placed);
-	free(order);
+	Planner arena;
+	plan_init(&arena, 64, PLAN_UNBOUNDED);
+	plan_place_all(&arena, items, n, PLAN_LARGEST_FIRST);
+	for (int i = 0; i < n; i++)
+		e->slots[slot[i]].off = items[i].off;
+	size_t total = arena.peak;
+	plan_fini(&arena);
+	free(items);
+	free(slot);
 	if (total > MAX_ARENA_BYTES)
 		return diag_fail(d, "%s: the activations would need %zu bytes (limit %zu)", mpath(e), total, MAX_ARENA_BYTES);
 	/* 3. scratch */

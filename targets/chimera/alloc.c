@@ -10,95 +10,43 @@
  * of weights.bin (the op's kernel in ops/ packs them), each 64-byte aligned, in kernel
  * order then blob order.
  *
- * Allocation is first-fit over the OCM address space, walking the kernels
- * in order (64-byte aligned blocks). For kernel i, in this order:
- *   1. its weight blobs are staged DDR→OCM just before the call and freed
- *      after it (a blob that does not fit is read in place from weights.bin;
- *      so is the table of an op whose row `gathers` (Gather), of which only
- *      the gathered rows are read);
+ * OCM placement is the shared planner (compiler/ir/plan.h): first fit, 64-byte
+ * aligned, capacity --ocm, requests in kernel order, each block with its
+ * liveness interval in kernel indices (plan_liveness: producing kernel ..
+ * last reader). For kernel i, in this order:
+ *   1. its weight blobs are staged DDR→OCM just before the call, blocks
+ *      alive [i, i] (a blob that does not fit is read in place from
+ *      weights.bin; so is the table of an op whose row `gathers` (Gather),
+ *      of which only the gathered rows are read);
  *   2. each input homed in DDR (module input, spilled value) is filled
- *      DDR→OCM into a buffer freed after the call (or read in place); a
- *      module input read by later kernels too is filled once into a block
- *      kept until its last reader, when that fits;
- *   3. each output: a module output is written to an OCM staging buffer and
- *      copied OCM→DDR after the call (or written in place in DDR); any other
- *      output gets its OCM block for its whole lifetime, or is spilled and
- *      written in place in DDR (its readers fill it back, step 2);
- *   4. its scratch (the kernel info's scratch_bytes), freed after the call; DDR if it
- *      does not fit;
- * then the blocks of values whose last reader is i are freed. The DDR arena
- * is a bump allocator (module IO first, in graph input/output order, then
- * spills and scratch). ocm_peak is the highest OCM address in use.
+ *      DDR→OCM into a block alive [i, i] (or read in place); a module input
+ *      read by later kernels too is filled once into a block alive
+ *      [i, last reader], when that fits;
+ *   3. each output: a module output is written to an OCM staging block alive
+ *      [i, i] and copied OCM→DDR after the call (or written in place in DDR);
+ *      any other output gets its OCM block alive [i, last reader], or is
+ *      spilled (the planner refused it) and written in place in DDR (its
+ *      readers fill it back, step 2);
+ *   4. its scratch (the kernel info's scratch_bytes), alive [i, i]; DDR if
+ *      it does not fit.
+ * The DDR arena is a bump allocator (module IO first, in graph input/output
+ * order, then spills and scratch). ocm_peak is the highest OCM address in
+ * use.
  */
 #include <stdlib.h>
 #include <string.h>
 #include "chimera.h"
+#include "compiler/ir/plan.h"
 
 #define ALIGN 64u
 
 static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
-
-typedef struct Block { uint64_t off, size; } Block;
-
-typedef struct Ocm {
-	Block *b; int n, cap;   /* allocated blocks, sorted by off */
-	uint64_t limit, peak;
-} Ocm;
-
-/* First fit; returns false if no gap is large enough. */
-static bool ocm_alloc(Ocm *o, uint64_t bytes, uint64_t *off)
-{
-	uint64_t size = align_up(bytes ? bytes : 1), at = 0;
-	int pos = 0;
-	for (; pos < o->n; pos++) {
-		if (o->b[pos].off >= at + size)
-			break;
-		at = align_up(o->b[pos].off + o->b[pos].size);
-	}
-	if (at + size > o->limit)
-		return false;
-	if (o->n == o->cap) {
-		o->cap = o->cap ? 2 * o->cap : 64;
-		o->b = realloc(o->b, (size_t)o->cap * sizeof *o->b);
-	}
-	memmove(&o->b[pos + 1], &o->b[pos], (size_t)(o->n - pos) * sizeof *o->b);
-	o->b[pos] = (Block){at, size};
-	o->n++;
-	if (at + size > o->peak)
-		o->peak = at + size;
-	*off = at;
-	return true;
-}
-
-static void ocm_free(Ocm *o, uint64_t off)
-{
-	for (int i = 0; i < o->n; i++)
-		if (o->b[i].off == off) {
-			memmove(&o->b[i], &o->b[i + 1], (size_t)(o->n - i - 1) * sizeof *o->b);
-			o->n--;
-			return;
-		}
-	WL_UNREACHABLE();
-}
 
 static uint64_t ddr_alloc(ChModule *cm, uint64_t bytes)
 {
 	uint64_t off = cm->ddr_bytes;
 	cm->ddr_bytes = align_up(off + (bytes ? bytes : 1));
 	return off;
-}
-
-/* The OCM buffers of one call (staged weights, fills, output staging,
- * scratch), freed after it. */
-typedef struct Local { uint64_t off[64]; int n; } Local;
-
-static bool local_alloc(Ocm *o, Local *l, uint64_t bytes, uint64_t *off)
-{
-	if (!ocm_alloc(o, bytes, off))
-		return false;
-	WL_ASSERT(l->n < 64);
-	l->off[l->n++] = *off;
-	return true;
 }
 
 /* Records a buffer of the kernel (schedule.json "buffers") and returns its
@@ -137,7 +85,11 @@ int ch_alloc(ChModule *cm, Diag *d)
 {
 	(void)d;
 	Graph *g = cm->m->graph;
-	Ocm o = {.limit = cm->cfg->ocm_bytes};
+	PlanLive *live = plan_liveness(g, cm->nvals);
+	Planner o;
+	plan_init(&o, ALIGN, cm->cfg->ocm_bytes);
+	o.empty_is_unit = true;
+	o.in_order = true;
 	cm->spills = calloc((size_t)cm->nvals + 1, sizeof *cm->spills);
 
 	/* module IO homes in DDR, in graph input then output order */
@@ -161,7 +113,6 @@ int ch_alloc(ChModule *cm, Diag *d)
 		ChKernel *k = &cm->k[i];
 		Node *n = k->n;
 		const char *nn = ch_node_label(n);
-		Local loc = {.n = 0};
 
 		/* 1. weights */
 		for (int b = 0; b < k->ki.nblobs; b++) {
@@ -178,7 +129,7 @@ int ch_alloc(ChModule *cm, Diag *d)
 			                       : arena_printf(cm->a, "%s#%s", nn, role);
 			/* a table (Gather) is never staged: only the gathered rows are read */
 			bool gather = k->op->gathers;
-			if (bl->len > 0 && !gather && local_alloc(&o, &loc, bl->len, &off)) {
+			if (bl->len > 0 && !gather && plan_place(&o, bl->len, i, i, &off)) {
 				add_dma(k, 0, CH_MEM_W, woff, CH_MEM_OCM, off, bl->len, "weights");
 				k->blob_expr[b] = use_buf(cm, k, name, "weight", CH_MEM_OCM, off, bl->len);
 			} else {
@@ -202,17 +153,18 @@ int ch_alloc(ChModule *cm, Diag *d)
 				continue;
 			}
 			uint64_t off;
+			int last = live[v->id].last;
 			if (cv->mem == CH_MEM_OCM) {
 				k->in_expr[j] = use_buf(cm, k, v->name, "in", CH_MEM_OCM, cv->off, cv->bytes);
 			} else if (cv->copy) {
 				k->in_expr[j] = use_buf(cm, k, v->name, "in", CH_MEM_OCM, cv->copy_off, cv->bytes);
-			} else if (cv->io_in && cv->last > i && ocm_alloc(&o, cv->bytes, &off)) {
+			} else if (cv->io_in && last > i && plan_place(&o, cv->bytes, i, last, &off)) {
 				/* a module input read by several kernels: one fill, kept to its last reader */
 				cv->copy = true;
 				cv->copy_off = off;
 				add_dma(k, 0, CH_MEM_DDR, cv->off, CH_MEM_OCM, off, cv->bytes, "activations");
 				k->in_expr[j] = use_buf(cm, k, v->name, "in", CH_MEM_OCM, off, cv->bytes);
-			} else if (local_alloc(&o, &loc, cv->bytes, &off)) {
+			} else if (plan_place(&o, cv->bytes, i, i, &off)) {
 				add_dma(k, 0, CH_MEM_DDR, cv->off, CH_MEM_OCM, off, cv->bytes,
 				        cv->spilled ? "fill" : "activations");
 				k->in_expr[j] = use_buf(cm, k, v->name, "in", CH_MEM_OCM, off, cv->bytes);
@@ -230,14 +182,14 @@ int ch_alloc(ChModule *cm, Diag *d)
 			ChVal *cv = &cm->vals[v->id];
 			uint64_t off;
 			if (cv->io_out) {
-				if (local_alloc(&o, &loc, cv->bytes, &off)) {
+				if (plan_place(&o, cv->bytes, i, i, &off)) {
 					add_dma(k, 1, CH_MEM_OCM, off, CH_MEM_DDR, cv->off, cv->bytes, "activations");
 					k->out_expr[j] = use_buf(cm, k, v->name, "out", CH_MEM_OCM, off, cv->bytes);
 				} else {
 					k->out_expr[j] = use_buf(cm, k, v->name, "out", CH_MEM_DDR, cv->off, cv->bytes);
 					k->direct_ext_write += cv->bytes;
 				}
-			} else if (ocm_alloc(&o, cv->bytes, &off)) {
+			} else if (plan_place(&o, cv->bytes, i, live[v->id].last, &off)) {
 				cv->mem = CH_MEM_OCM;
 				cv->off = off;
 				k->out_expr[j] = use_buf(cm, k, v->name, "out", CH_MEM_OCM, off, cv->bytes);
@@ -259,7 +211,7 @@ int ch_alloc(ChModule *cm, Diag *d)
 		if (k->ki.scratch_bytes > 0) {
 			uint64_t off;
 			const char *name = arena_printf(cm->a, "%s#scratch", nn);
-			if (local_alloc(&o, &loc, k->ki.scratch_bytes, &off)) {
+			if (plan_place(&o, k->ki.scratch_bytes, i, i, &off)) {
 				k->scratch_expr = use_buf(cm, k, name, "scratch", CH_MEM_OCM, off, k->ki.scratch_bytes);
 			} else {
 				off = ddr_alloc(cm, k->ki.scratch_bytes);
@@ -268,27 +220,9 @@ int ch_alloc(ChModule *cm, Diag *d)
 				k->direct_ext_write += k->ki.scratch_bytes;
 			}
 		}
-		/* free */
-		for (int l = 0; l < loc.n; l++)
-			ocm_free(&o, loc.off[l]);
-		for (int j = 0; j < n->ninputs + n->noutputs; j++) {
-			Value *v = j < n->ninputs ? n->inputs[j] : n->outputs[j - n->ninputs];
-			if (!v || v->init)
-				continue;
-			ChVal *cv = &cm->vals[v->id];
-			bool dup = false;
-			for (int p = 0; p < j; p++) {
-				Value *w = p < n->ninputs ? n->inputs[p] : n->outputs[p - n->ninputs];
-				if (w == v)
-					dup = true;
-			}
-			if (!dup && cv->last == i && cv->mem == CH_MEM_OCM && !cv->io_in && !cv->io_out)
-				ocm_free(&o, cv->off);
-			if (!dup && cv->last == i && cv->copy)
-				ocm_free(&o, cv->copy_off);
-		}
 	}
 	cm->ocm_peak = o.peak;
-	free(o.b);
+	plan_fini(&o);
+	free(live);
 	return WL_OK;
 }

@@ -4,9 +4,11 @@
  * node's initializer inputs, e.g. MatMulNBits 4-bit → N-interleaved panels);
  * (2) the buffer plan: graph inputs/outputs are the caller's io[] buffers,
  * initializers live in weights.bin (64-byte aligned offsets, order of first
- * use), every other value gets an offset in the workspace, assigned first-fit
- * over the node order with liveness (a value's bytes are reused once its last
- * reader has run; a node's outputs and scratch never overlap its inputs);
+ * use), every other value gets an offset in the workspace from the shared
+ * planner (compiler/ir/plan.h: first fit, 64-byte aligned, in node order; a
+ * value is alive from its producer to its last reader, a node's scratch
+ * during the node only, so bytes are reused once the last reader has run and
+ * a node's outputs and scratch never overlap its inputs);
  * (3) one internal function per node (hg_kernels.c table) and the exported
  * `wl_module_run`, which fills an args array per node and calls the kernels
  * in order, and `wl_module_abi`; (4) verify, LLVMRunPasses("default<O3>") for
@@ -23,6 +25,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 #include "hostgen.h"
+#include "compiler/ir/plan.h"
 
 extern char **environ;
 
@@ -35,55 +38,15 @@ typedef struct Loc {
 	uint64_t off, size; /* weights / workspace */
 } Loc;
 
-typedef struct Block { uint64_t off, size; int id; } Block;
-
 typedef struct Plan {
 	Loc *loc;           /* by Value.id */
 	int nvals;
 	uint64_t work_bytes, weight_bytes;
 	Value **winits; int nwinits, capw;   /* initializers in weights.bin order */
-	Block *live; int nlive, caplive;
 	uint64_t *scratch_off; /* by node index */
 } Plan;
 
 static const char *model_name(const TargetOptions *o) { return o->model_path ? o->model_path : "model"; }
-
-static uint64_t first_fit(Plan *p, uint64_t size)
-{
-	uint64_t best = 0;
-	for (;;) {
-		bool moved = false;
-		for (int i = 0; i < p->nlive; i++) {
-			Block *b = &p->live[i];
-			if (best < b->off + b->size && b->off < best + size) {
-				best = ALIGN64(b->off + b->size);
-				moved = true;
-			}
-		}
-		if (!moved)
-			return best;
-	}
-}
-
-static void live_add(Plan *p, uint64_t off, uint64_t size, int id)
-{
-	if (p->nlive == p->caplive) {
-		p->caplive = p->caplive ? 2 * p->caplive : 16;
-		p->live = realloc(p->live, (size_t)p->caplive * sizeof *p->live);
-	}
-	p->live[p->nlive++] = (Block){off, size, id};
-	if (off + size > p->work_bytes)
-		p->work_bytes = ALIGN64(off + size);
-}
-
-static void live_remove(Plan *p, int id)
-{
-	for (int i = 0; i < p->nlive; i++)
-		if (p->live[i].id == id) {
-			p->live[i] = p->live[--p->nlive];
-			return;
-		}
-}
 
 static uint64_t value_bytes(const Value *v)
 {
@@ -114,19 +77,12 @@ static int make_plan(HostGen *g, Plan *p, Diag *d)
 			p->loc[v->id] = (Loc){LOC_IO, slot, 0, value_bytes(v)};
 		slot++;
 	}
-	/* last use (node index) per value */
-	int *last = calloc((size_t)p->nvals, sizeof *last);
+	PlanLive *live = plan_liveness(gr, p->nvals);
+	Planner work;
+	plan_init(&work, 64, PLAN_UNBOUNDED);
+	work.empty_is_unit = true;
+	work.in_order = true;
 	int idx = 0;
-	FOR_NODES(gr, n) {
-		for (int i = 0; i < n->ninputs; i++)
-			if (n->inputs[i])
-				last[n->inputs[i]->id] = idx;
-		for (int i = 0; i < n->noutputs; i++)
-			if (n->outputs[i] && last[n->outputs[i]->id] < idx)
-				last[n->outputs[i]->id] = idx;
-		idx++;
-	}
-	idx = 0;
 	int rc = WL_OK;
 	FOR_NODES(gr, n) {
 		for (int i = 0; i < n->ninputs; i++) {
@@ -147,32 +103,17 @@ static int make_plan(HostGen *g, Plan *p, Diag *d)
 				rc = WL_ERR;
 				goto out;
 			}
-			uint64_t sz = ALIGN64(value_bytes(v));
-			uint64_t off = first_fit(p, sz ? sz : 64);
+			uint64_t off;
+			plan_place(&work, value_bytes(v), idx, live[v->id].last, &off);
 			p->loc[v->id] = (Loc){LOC_WORK, 0, off, value_bytes(v)};
-			live_add(p, off, sz ? sz : 64, v->id);
 		}
 		const HgKernel *k = hg_kernel_find(n);
 		uint64_t sc = k && k->scratch ? k->scratch(g, n) : 0;
-		if (sc) {
-			uint64_t off = first_fit(p, ALIGN64(sc));
-			p->scratch_off[idx] = off;
-			live_add(p, off, ALIGN64(sc), -1);
-			live_remove(p, -1);
-		}
-		/* free what dies here */
-		for (int i = 0; i < n->ninputs; i++) {
-			Value *v = n->inputs[i];
-			if (v && p->loc[v->id].kind == LOC_WORK && last[v->id] == idx)
-				live_remove(p, v->id);
-		}
-		for (int i = 0; i < n->noutputs; i++) {
-			Value *v = n->outputs[i];
-			if (v && p->loc[v->id].kind == LOC_WORK && last[v->id] == idx)
-				live_remove(p, v->id);
-		}
+		if (sc)
+			plan_place(&work, sc, idx, idx, &p->scratch_off[idx]);
 		idx++;
 	}
+	p->work_bytes = work.peak;
 	/* graph outputs that are initializers are copied out of weights.bin */
 	for (int i = 0; i < gr->noutputs && rc == WL_OK; i++) {
 		Value *v = gr->outputs[i];
@@ -183,7 +124,8 @@ static int make_plan(HostGen *g, Plan *p, Diag *d)
 		VEC_PUSH(m->arena, p->winits, p->nwinits, p->capw, v);
 	}
 out:
-	free(last);
+	plan_fini(&work);
+	free(live);
 	return rc;
 }
 
@@ -608,7 +550,6 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 done:
 	manifest_free(mf);
 	free(plan.loc);
-	free(plan.live);
 	free(plan.scratch_off);
 	if (g.b)
 		LLVMDisposeBuilder(g.b);
