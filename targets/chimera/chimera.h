@@ -183,7 +183,8 @@ enum { CH_MAX_CORES = 4, CH_MAX_BUFS = 48, CH_MAX_DMA = 40 };
 typedef struct ChVal {
 	Value *v;
 	uint64_t bytes;          /* numel x element size of its format */
-	int def, last;           /* producing kernel (-1: module input), last reader */
+	int def;                 /* producing kernel (-1: module input); the last reader
+	                            comes from plan_liveness (alloc.c) */
 	bool io_in, io_out;      /* module input / output: home in the DDR arena */
 	bool spilled;            /* did not fit in OCM: home in the DDR arena */
 	int mem;                 /* CH_MEM_OCM (resident def..last) or CH_MEM_DDR */

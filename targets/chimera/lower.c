@@ -137,7 +137,6 @@ static void val_init(ChModule *cm, Value *v)
 	cv->v = v;
 	cv->bytes = (uint64_t)type_numel(&v->type) * (uint64_t)elem_bytes(v);
 	cv->def = -1;
-	cv->last = -1;
 }
 
 int ch_lower(ChModule *cm, Diag *d)
@@ -186,7 +185,6 @@ int ch_lower(ChModule *cm, Diag *d)
 			if (cv->def == -1 && !cv->io_in)
 				return diag_fail(d, "%s: node '%s': tensor '%s': read before it is produced", model,
 				                 ch_node_label(n), v->name);
-			cv->last = ki;
 		}
 		for (int j = 0; j < n->noutputs; j++) {
 			Value *v = n->outputs[j];
@@ -197,7 +195,6 @@ int ch_lower(ChModule *cm, Diag *d)
 			val_init(cm, v);
 			ChVal *cv = val_of(cm, v);
 			cv->def = ki;
-			cv->last = ki;
 		}
 		ChKernel *k = &cm->k[ki];
 		k->n = n;
