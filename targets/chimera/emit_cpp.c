@@ -311,13 +311,8 @@ static void fill_schedule(ChModule *cm, Schedule *s)
 		sk->dma[sk->ndma++] = (SchedDma){.dir = SCHED_OCM_TO_LRM, .bytes = rd, .what = "activations"};
 		sk->dma[sk->ndma++] = (SchedDma){.dir = SCHED_LRM_TO_OCM, .bytes = wr, .what = "activations"};
 		sk->nper_core = k->ncores;
-		for (int c = 0; c < k->ncores; c++) {
-			const ChCore *cc = &k->core[c];
-			sk->per_core[c] = (SchedCore){.core = cc->core, .macs = cc->macs, .alu_ops = cc->alu_ops,
-			                              .array_bytes = cc->array_bytes, .ocm_read = cc->ocm_read,
-			                              .ocm_write = cc->ocm_write, .ext_read = cc->ext_read,
-			                              .ext_write = cc->ext_write};
-		}
+		for (int c = 0; c < k->ncores; c++)
+			sk->per_core[c] = k->core[c];
 	}
 }
 
