@@ -135,11 +135,8 @@ void calib_observe(void *ctx, const Value *v, const RTensor *t)
 	Stat *s = stat_for(c, v);
 	s->observed = true;
 	int64_t n = rt_numel(t);
-	if (c->want_hist && !s->hist && n > 0) {
-		s->hist = calloc(HIST_BINS, sizeof *s->hist);
-		if (!s->hist)
-			wl_die(__FILE__, __LINE__, "out of memory");
-	}
+	if (c->want_hist && !s->hist && n > 0)
+		s->hist = wl_xcalloc(HIST_BINS, sizeof *s->hist);
 	uint64_t *h = s->hist;
 	const void *d = t->data;
 	switch (t->dtype) {
@@ -187,9 +184,7 @@ static double percentile_clip(const Stat *s, double p)
 
 Calib *calib_new(bool want_hist)
 {
-	Calib *c = calloc(1, sizeof *c);
-	if (!c)
-		wl_die(__FILE__, __LINE__, "out of memory");
+	Calib *c = wl_xcalloc(1, sizeof *c);
 	c->want_hist = want_hist;
 	return c;
 }
@@ -215,9 +210,7 @@ static const char *base_name(const char *p)
 TRanges *calib_collect(Calib *c, Module *m, const char *model, int64_t S, double percentile, CalibReport *rep)
 {
 	TRanges *tr = tranges_new(base_name(model), S);
-	bool *done = calloc((size_t)c->nst + 1, 1);
-	if (!done)
-		wl_die(__FILE__, __LINE__, "out of memory");
+	bool *done = wl_xcalloc((size_t)c->nst + 1, 1);
 	*rep = (CalibReport){0};
 	int *n_inf = &rep->n_inf, *n_missing = &rep->n_missing;
 	const char **missing = &rep->missing;
@@ -228,9 +221,7 @@ TRanges *calib_collect(Calib *c, Module *m, const char *model, int64_t S, double
 	size_t cap = (size_t)g->ninputs + (size_t)c->nst + 1;
 	FOR_NODES(g, n)
 		cap += (size_t)n->noutputs;
-	const Value **order = malloc(cap * sizeof *order);
-	if (!order)
-		wl_die(__FILE__, __LINE__, "out of memory");
+	const Value **order = wl_xmalloc(cap * sizeof *order);
 	for (int i = 0; i < g->ninputs; i++)
 		if (!g->inputs[i]->init)
 			order[nv++] = g->inputs[i];

@@ -13,7 +13,7 @@ typedef struct NameMap {
 	size_t cap, n;   /* cap is a power of two */
 } NameMap;
 
-static uint64_t hash_str(const char *s)
+uint64_t wl_hash_str(const char *s)
 {
 	uint64_t h = 1469598103934665603ull;      /* FNV-1a */
 	for (; *s; s++)
@@ -39,7 +39,7 @@ static void map_put(Arena *a, NameMap *m, Value *v)
 {
 	if ((m->n + 1) * 2 > m->cap)
 		map_grow(a, m);
-	size_t i = hash_str(v->name) & (m->cap - 1);
+	size_t i = wl_hash_str(v->name) & (m->cap - 1);
 	while (m->slot[i]) {
 		WL_ASSERT(strcmp(m->slot[i]->name, v->name) != 0);
 		i = (i + 1) & (m->cap - 1);
@@ -52,7 +52,7 @@ static Value *map_get(const NameMap *m, const char *name)
 {
 	if (!m || !m->cap)
 		return NULL;
-	size_t i = hash_str(name) & (m->cap - 1);
+	size_t i = wl_hash_str(name) & (m->cap - 1);
 	for (; m->slot[i]; i = (i + 1) & (m->cap - 1))
 		if (strcmp(m->slot[i]->name, name) == 0)
 			return m->slot[i];

@@ -48,6 +48,10 @@
 #define WL_UNREACHABLE() wl_die(__FILE__, __LINE__, "unreachable")
 _Noreturn void wl_die(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* malloc, calloc and strdup that die on out of memory (a size 0 gets 1 byte). */
+void *wl_xmalloc(size_t n);
+void *wl_xcalloc(size_t n, size_t size);
+char *wl_xstrdup(const char *s);
 
 /* Bad input: functions return WL_ERR (-1) and fill a Diag; only the driver
  * prints and exits. Messages are one line: "FILE: node 'N': tensor 'T': what". */
@@ -299,6 +303,8 @@ void module_free(Module *m);                     /* frees arena, unmaps */
 void module_add_mapping(Module *m, void *addr, size_t len);
 void module_set_opset(Module *m, const char *domain, int64_t version); /* add or raise */
 int64_t module_opset(const Module *m, const char *domain);  /* 0 if not imported */
+/* FNV-1a of a NUL-terminated string: the hash of the name tables (ir.c, tranges). */
+uint64_t wl_hash_str(const char *s);
 
 Graph *graph_new(Module *m, Graph *parent, Node *owner, const char *name);
 /* Lookup in this scope, then outward. */

@@ -77,14 +77,6 @@ static void *xaligned(size_t n)
 	return p;
 }
 
-static char *xstrdup(const char *s)
-{
-	char *p = strdup(s);
-	if (!p)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	return p;
-}
-
 static const struct { int dt; const char *name; int size; } DTYPES[] = {
 	{WL_DTYPE_FLOAT32, "float32", 4}, {WL_DTYPE_FLOAT16, "float16", 2},
 	{WL_DTYPE_INT64, "int64", 8},     {WL_DTYPE_INT32, "int32", 4},
@@ -191,7 +183,7 @@ static int read_port(const char *mpath, const char *where, int idx, const cJSON 
 		return diag_fail(d, "%s: programs[0].%s[%d] ('%s'): tensor too large", mpath, where, idx,
 		                 name->valuestring);
 	p->info.nbytes = (size_t)bytes;
-	p->name = xstrdup(name->valuestring);
+	p->name = wl_xstrdup(name->valuestring);
 	p->info.name = p->name;
 	return WL_OK;
 }
@@ -568,13 +560,13 @@ WlModule *wl_open_flags(const char *dir, int threads, unsigned flags, char **err
 		wl_die(__FILE__, __LINE__, "out of memory");
 	m->flags = flags;
 	/* "out/" and "out" name the same files */
-	m->dir = xstrdup(dir && *dir ? dir : ".");
+	m->dir = wl_xstrdup(dir && *dir ? dir : ".");
 	size_t n = strlen(m->dir);
 	while (n > 1 && m->dir[n - 1] == '/')
 		m->dir[--n] = 0;
 	if (open_module(m, threads, &m->d) != WL_OK) {
 		if (err)
-			*err = xstrdup(m->d.msg);
+			*err = wl_xstrdup(m->d.msg);
 		wl_close(m);
 		return NULL;
 	}
