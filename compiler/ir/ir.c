@@ -354,6 +354,19 @@ Attr *node_attr(const Node *n, const char *name)
 	return NULL;
 }
 
+Graph *node_subgraph(const Node *n, int i)
+{
+	for (int a = 0; a < n->nattrs; a++) {
+		const Attr *at = &n->attrs[a];
+		if (at->type == AT_GRAPH && at->g && i-- == 0)
+			return at->g;
+		for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
+			if (at->graphs[k] && i-- == 0)
+				return at->graphs[k];
+	}
+	return NULL;
+}
+
 Attr *node_add_attr(Node *n, const char *name, int type)
 {
 	Attr *at = node_attr(n, name);

@@ -366,6 +366,13 @@ int64_t type_numel(const Type *t);               /* -1 if unknown */
 /* Iteration helpers. */
 #define FOR_NODES(g, n) for (Node *n = (g)->first; n; n = n->next)
 #define FOR_NODES_SAFE(g, n, nx) for (Node *n = (g)->first, *nx = n ? n->next : NULL; n; n = nx, nx = n ? n->next : NULL)
+/* The subgraphs of a node's attributes, in attribute order (an AT_GRAPH's g,
+ * each of an AT_GRAPHS's graphs): the i-th, NULL past the last. FOR_SUBGRAPHS
+ * declares Graph *sg for each in turn. */
+Graph *node_subgraph(const Node *n, int i);
+#define FOR_SUBGRAPHS(n, sg) \
+	for (int sg##_i_ = 0, sg##_once_ = 1; sg##_once_; sg##_once_ = 0) \
+		for (Graph *sg; (sg = node_subgraph((n), sg##_i_)) != NULL; sg##_i_++)
 
 /* ---------------------------------------------------------------- verify.c */
 
