@@ -373,10 +373,8 @@ static const OptSpec quant_opts[] = {
 
 int cmd_quantize(int argc, char **argv)
 {
-	if (opt_help(argc, argv)) {
-		fputs(usage_quantize, stdout);
+	if (opt_help(argc, argv, usage_quantize))
 		return CMD_OK;
-	}
 	QuantOpts o = {.bits = 4, .block = 32};
 	QuantArgs qa = {.nbits = 4, .block = 32};
 	const char *model = NULL, *out = NULL;
