@@ -91,9 +91,7 @@ static inline void add_value(Stat *s, double x, uint64_t *hist)
 	}
 	if (hist) {
 		float a = fabsf((float)x);
-		uint32_t bits;
-		memcpy(&bits, &a, sizeof bits);
-		uint32_t b = bits >> 16;
+		uint32_t b = f32_to_bits(a) >> 16;
 		hist[b < HIST_BINS ? b : HIST_BINS - 1]++;
 	}
 }
@@ -175,9 +173,7 @@ static double percentile_clip(const Stat *s, double p)
 	}
 	if (b >= HIST_BINS - 1)
 		return INFINITY;
-	uint32_t edge = (uint32_t)(b + 1) << 16;
-	float c;
-	memcpy(&c, &edge, sizeof c);
+	float c = bits_to_f32((uint32_t)(b + 1) << 16);
 	double maxabs = fmax(fabs(s->min), fabs(s->max));
 	return fmin((double)c, maxabs);
 }

@@ -478,7 +478,7 @@ double tensor_get_f64(const Tensor *t, int64_t i)
 	case DT_FLOAT: { float f; memcpy(&f, p + 4 * i, 4); return f; }
 	case DT_DOUBLE: { double f; memcpy(&f, p + 8 * i, 8); return f; }
 	case DT_FLOAT16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return half_to_f64(h); }
-	case DT_BFLOAT16: { uint16_t h; memcpy(&h, p + 2 * i, 2); uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+	case DT_BFLOAT16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return bits_to_f32((uint32_t)h << 16); }
 	default: return (double)tensor_get_i64(t, i);
 	}
 }

@@ -39,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------- diag.c */
 
@@ -105,6 +106,10 @@ typedef enum DType {
 	DT_FLOAT8E5M2FNUZ = 20, DT_UINT4 = 21, DT_INT4 = 22,
 	DT_COUNT_
 } DType;
+
+/* A float's bits and back (memcpy: no aliasing). */
+static inline uint32_t f32_to_bits(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
+static inline float bits_to_f32(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
 
 const char *dtype_name(int dt);          /* textual syntax: "float", "int64", ...; NULL if unknown */
 int dtype_from_name(const char *s, size_t n); /* DT_UNDEFINED if unknown */
