@@ -239,6 +239,14 @@ int norm_axis(const KCall *c, Diag *d, int64_t axis, int rank, int64_t *out)
 	return WL_OK;
 }
 
+int attr_axis(const KCall *c, Diag *d, int64_t dflt, int rank, int64_t *out)
+{
+	int64_t a;
+	if (attr_get_int(c, d, "axis", dflt, &a))
+		return WL_ERR;
+	return norm_axis(c, d, a, rank, out);
+}
+
 /* ---------------------------------------------------------------- shapes */
 
 int broadcast_shapes(const KCall *c, Diag *d, int n, RTensor *const *ts, int *ndim, int64_t *dims)
