@@ -251,12 +251,5 @@ START_TEST(fold_shape_chain)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("canonicalize");
-	TCase *tc = tcase_create("forms");
-	check_add(tc, (const TTest *const[]){
-		gelu_erf, gelu_tanh, layernorm, rmsnorm, silu, contrib, fold_shape_chain, NULL
-	});
-	return check_run(s, tc);
-}
+CHECK_MAIN("canonicalize", "forms",
+	gelu_erf, gelu_tanh, layernorm, rmsnorm, silu, contrib, fold_shape_chain)

@@ -289,15 +289,8 @@ START_TEST(test_gqa_step_fp16)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("fuse_attention");
-	TCase *tc = tcase_create("core");
-	check_add(tc, (const TTest *const[]){
-		test_wa_self, test_wa_causal, test_wa_qk, test_wa_past, test_wa_cross, test_wa_where,
-		test_wa_fp16, test_gqa_prefill, test_gqa_step, test_gqa_step_fp16, test_gqm_where_keep,
-		test_gqm_where_drop, test_gqm_trilu, test_gqm_trilu_where, test_gqm_combined,
-		test_gqm_combined_where, test_msa_self, test_msa_causal, test_msa_scale, NULL
-	});
-	return check_run(s, tc);
-}
+CHECK_MAIN("fuse_attention", "core",
+	test_wa_self, test_wa_causal, test_wa_qk, test_wa_past, test_wa_cross, test_wa_where,
+	test_wa_fp16, test_gqa_prefill, test_gqa_step, test_gqa_step_fp16, test_gqm_where_keep,
+	test_gqm_where_drop, test_gqm_trilu, test_gqm_trilu_where, test_gqm_combined,
+	test_gqm_combined_where, test_msa_self, test_msa_causal, test_msa_scale)

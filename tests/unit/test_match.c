@@ -230,12 +230,5 @@ START_TEST(attention_pieces)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("match");
-	TCase *tc = tcase_create("match");
-	check_add(tc, (const TTest *const[]){
-		values_and_constants, match_sets, causal_masks, where_forms, norms, attention_pieces, NULL
-	});
-	return check_run(s, tc);
-}
+CHECK_MAIN("match", "match",
+	values_and_constants, match_sets, causal_masks, where_forms, norms, attention_pieces)

@@ -145,11 +145,4 @@ START_TEST(test_u64_range)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("schedule");
-	TCase *tc = tcase_create("schedule");
-	tcase_add_test(tc, test_round_trip);
-	tcase_add_test(tc, test_u64_range);
-	return check_run(s, tc);
-}
+CHECK_MAIN("schedule", "schedule", test_round_trip, test_u64_range)
