@@ -10,39 +10,12 @@
  */
 #include <check.h>
 #include "check_run.h"
+#include "unit_util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "passes/passes.h"
 #include "runtime/interp/interp.h"
-
-static Module *parse(const char *src)
-{
-	Module *m = NULL;
-	Diag d = {0};
-	int rc = text_parse(src, strlen(src), "t.onnxtxt", &m, &d);
-	ck_assert_msg(rc == WL_OK, "parse: %s", d.msg);
-	return m;
-}
-
-static void run_passes(Module *m, const char *passes)
-{
-	PipelineOptions o = {0};
-	o.passes = passes;
-	o.verify_each = true;
-	Diag d = {0};
-	ck_assert_msg(pipeline_run(m, &o, &d) == WL_OK, "%s: %s", passes, d.msg);
-	ck_assert_msg(ir_verify(m, &d) == WL_OK, "verify: %s", d.msg);
-}
-
-static int count_op(Module *m, const char *domain, const char *op)
-{
-	int k = 0;
-	FOR_NODES(m->graph, n)
-		if (!strcmp(n->op_type, op) && !strcmp(n->domain ? n->domain : "", domain))
-			k++;
-	return k;
-}
 
 /* Random float32 inputs (seeded), same for both runs. */
 typedef struct Inputs { RTensor t[8]; const char *name[8]; int n; } Inputs;
@@ -92,8 +65,8 @@ static void run(Module *m, Inputs *in, int o, RTensor *out)
 static void check_form(const char *src, const char *passes, const char *domain, const char *op, int want,
                        const char *gone)
 {
-	Module *ref = parse(src), *got = parse(src);
-	run_passes(got, passes);
+	Module *ref = parse_text(src), *got = parse_text(src);
+	run_pipeline(got, (PipelineOptions){.passes = passes});
 	ck_assert_int_eq(count_op(got, domain, op), want);
 	if (gone)
 		ck_assert_int_eq(count_op(got, "", gone), 0);
@@ -230,8 +203,8 @@ START_TEST(fold_shape_chain)
 	char buf[2048];
 	const char *at = strstr(src, "int64 z = {0}");
 	snprintf(buf, sizeof buf, "%.*sint64[1] z1 = {0}, %s", (int)(at - src), src, at);
-	Module *m = parse(buf);
-	run_passes(m, "shape-infer,fold-constants,dce");
+	Module *m = parse_text(buf);
+	run_pipeline(m, (PipelineOptions){.passes = "shape-infer,fold-constants,dce"});
 	/* w is a graph output: its Expand stays, fed by a folded constant */
 	ck_assert_int_eq(count_op(m, "", "Shape"), 0);
 	ck_assert_int_eq(count_op(m, "", "Concat"), 0);

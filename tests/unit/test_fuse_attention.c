@@ -17,6 +17,7 @@
  */
 #include <check.h>
 #include "check_run.h"
+#include "unit_util.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,25 +55,6 @@ static char *lit_section(const char *file, const char *name)
 	out[len] = 0;
 	free(s);
 	return out;
-}
-
-static Module *parse(const char *src)
-{
-	Module *m = NULL;
-	Diag d = {0};
-	ck_assert_msg(text_parse(src, strlen(src), "t.onnxtxt", &m, &d) == WL_OK, "parse: %s", d.msg);
-	return m;
-}
-
-static void run_passes(Module *m, const char *passes, bool fp16)
-{
-	PipelineOptions o = {0};
-	o.passes = passes;
-	o.verify_each = true;
-	o.fuse.fp16_attention = fp16;
-	Diag d = {0};
-	ck_assert_msg(pipeline_run(m, &o, &d) == WL_OK, "%s: %s", passes, d.msg);
-	ck_assert_msg(ir_verify(m, &d) == WL_OK, "verify: %s", d.msg);
 }
 
 enum { MAXIO = 8 };
@@ -152,11 +134,11 @@ static void compare(Module *ref, Module *got, const char *op, bool fp16);
 /* Fuses src with `pass`; the fused op must be the only node; compares. */
 static void check(const char *src, const char *pass, const char *op, bool fp16)
 {
-	Module *ref = parse(src), *got = parse(src);
-	run_passes(ref, "shape-infer", false);
+	Module *ref = parse_text(src), *got = parse_text(src);
+	run_pipeline(ref, (PipelineOptions){.passes = "shape-infer"});
 	char passes[256];
 	snprintf(passes, sizeof passes, "shape-infer,%s,fp16-attention,dce", pass);
-	run_passes(got, passes, fp16);
+	run_pipeline(got, (PipelineOptions){.passes = passes, .fuse.fp16_attention = fp16});
 	ck_assert_int_eq(got->graph->nnodes, 1);
 	Node *n = got->graph->first;
 	ck_assert_str_eq(n->op_type, op);
@@ -217,10 +199,10 @@ GQM_CASE(combined_where)
 static void check_msa(const char *section)
 {
 	char *src = lit_section("fuse_ms_attention.onnxtxt", section);
-	Module *ref = parse(src), *got = parse(src);
+	Module *ref = parse_text(src), *got = parse_text(src);
 	free(src);
-	run_passes(ref, "shape-infer", false);
-	run_passes(got, "shape-infer,fuse-ms-attention,dce", false);
+	run_pipeline(ref, (PipelineOptions){.passes = "shape-infer"});
+	run_pipeline(got, (PipelineOptions){.passes = "shape-infer,fuse-ms-attention,dce"});
 	ck_assert_int_eq(got->graph->nnodes, 2);
 	Node *p = got->graph->first, *a = p->next;
 	ck_assert_str_eq(p->op_type, "MatMulNBits");

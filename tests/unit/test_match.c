@@ -7,15 +7,15 @@
  */
 #include <check.h>
 #include "check_run.h"
+#include "unit_util.h"
 #include <string.h>
 #include "passes/passes.h"
 #include "passes/match.h"
 
 static Module *parse(const char *src)
 {
-	Module *m = NULL;
+	Module *m = parse_text(src);
 	Diag d = {0};
-	ck_assert_msg(text_parse(src, strlen(src), "t.onnxtxt", &m, &d) == WL_OK, "parse: %s", d.msg);
 	PipelineOptions o = {0};
 	o.passes = "shape-infer";
 	ck_assert_msg(pipeline_run(m, &o, &d) == WL_OK, "shape-infer: %s", d.msg);
