@@ -57,61 +57,14 @@ static char *lit_section(const char *file, const char *name)
 	return out;
 }
 
-enum { MAXIO = 8 };
-typedef struct Inputs { RTensor t[MAXIO]; const char *name[MAXIO]; int n; } Inputs;
-
-/* Seeded inputs: floats in [-2, 2); integer inputs (attention_mask) get
- * 1 everywhere but element 1, which is 0 (a padded key). */
-static void make_inputs(Module *m, Inputs *in, unsigned seed)
-{
-	srand(seed);
-	in->n = 0;
-	Graph *g = m->graph;
-	for (int i = 0; i < g->ninputs; i++) {
-		Value *v = g->inputs[i];
-		if (v->init)
-			continue;
-		ck_assert_int_lt(in->n, MAXIO);
-		ck_assert(type_shape_known(&v->type));
-		int64_t dims[RT_MAX_DIMS];
-		for (int k = 0; k < v->type.rank; k++)
-			dims[k] = v->type.dims[k].value;
-		RTensor *t = &in->t[in->n];
-		memset(t, 0, sizeof *t);
-		rt_alloc(t, v->type.elem, v->type.rank, dims);
-		for (int64_t k = 0; k < rt_numel(t); k++) {
-			if (v->type.elem == DT_FLOAT)
-				((float *)t->data)[k] = 4.0f * ((float)rand() / (float)RAND_MAX) - 2.0f;
-			else
-				((int64_t *)t->data)[k] = k == 1 ? 0 : 1;
-		}
-		in->name[in->n++] = v->name;
-	}
-}
-
-static void free_inputs(Inputs *in)
-{
-	for (int i = 0; i < in->n; i++)
-		rt_free(&in->t[i]);
-}
-
 /* Runs m; copies every output into out[] (returns the count). */
 static int run(Module *m, Inputs *in, RTensor *out)
 {
-	Exec *e = NULL;
-	Diag d = {0};
-	ck_assert_msg(exec_new(m, 2, &e, &d) == WL_OK, "exec_new: %s", d.msg);
-	for (int i = 0; i < in->n; i++)
-		ck_assert_msg(exec_bind(e, in->name[i], &in->t[i], &d) == WL_OK, "bind: %s", d.msg);
-	ck_assert_msg(exec_run(e, &d) == WL_OK, "run: %s", d.msg);
+	Exec *e = run_inputs(m, in, 2);
 	int no = exec_output_count(e);
 	ck_assert_int_le(no, MAXIO);
-	for (int i = 0; i < no; i++) {
-		const RTensor *r = exec_output(e, i);
-		memset(&out[i], 0, sizeof out[i]);
-		rt_alloc(&out[i], r->dtype, r->ndim, r->dims);
-		memcpy(out[i].data, r->data, r->nbytes);
-	}
+	for (int i = 0; i < no; i++)
+		copy_tensor(&out[i], exec_output(e, i));
 	exec_free(e);
 	return no;
 }
@@ -154,7 +107,7 @@ static void check(const char *src, const char *pass, const char *op, bool fp16)
 static void compare(Module *ref, Module *got, const char *op, bool fp16)
 {
 	Inputs in;
-	make_inputs(ref, &in, 7);
+	make_inputs(ref, &in, 7, 2.0f, true);
 	RTensor a[MAXIO], b[MAXIO];
 	int na = run(ref, &in, a), nb = run(got, &in, b);
 	ck_assert_int_eq(na, nb);
