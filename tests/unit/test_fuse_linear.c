@@ -24,15 +24,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static uint64_t rng = 88172645463325252ull;
-static double urand(void)   /* [-1, 1) */
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (double)(rng >> 11) / (double)(1ull << 52) - 1.0;
-}
-
 /* Appends "{v0, v1, ...}" of n random values * scale (or ints in [0, imax)). */
 static void put_vals(char **p, int n, double scale, int imax)
 {

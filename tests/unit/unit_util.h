@@ -1,6 +1,6 @@
 /* unit_util.h — what the pass tests share: parse the textual syntax, run a
- * pipeline and verify the result, count the nodes of an op, seeded inputs
- * for a graph. */
+ * pipeline and verify the result, count the nodes of an op, random numbers,
+ * seeded inputs for a graph. */
 #ifndef WLOWER_UNIT_UTIL_H
 #define WLOWER_UNIT_UTIL_H
 #include <check.h>
@@ -34,6 +34,16 @@ static inline int count_op(Module *m, const char *domain, const char *op)
 		if (!strcmp(n->op_type, op) && !strcmp(n->domain ? n->domain : "", domain))
 			k++;
 	return k;
+}
+
+/* xorshift64, the same sequence in every test process: uniform in [-1, 1). */
+static inline double urand(void)
+{
+	static uint64_t rng = 88172645463325252ull;
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (double)(rng >> 11) / (double)(1ull << 52) - 1.0;
 }
 
 enum { MAXIO = 8 };
