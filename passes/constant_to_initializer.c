@@ -73,14 +73,9 @@ static int run_graph(Graph *g, int *changed);
 
 static int run_subgraphs(Node *n, int *changed)
 {
-	for (int i = 0; i < n->nattrs; i++) {
-		Attr *at = &n->attrs[i];
-		if (at->type == AT_GRAPH && at->g && run_graph(at->g, changed))
+	FOR_SUBGRAPHS(n, sg)
+		if (run_graph(sg, changed))
 			return WL_ERR;
-		for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
-			if (run_graph(at->graphs[k], changed))
-				return WL_ERR;
-	}
 	return WL_OK;
 }
 

@@ -41,13 +41,8 @@ static void clear_graph(Graph *g)
 /* Removes n and everything inside its subgraphs. */
 static void remove_deep(Node *n)
 {
-	for (int i = 0; i < n->nattrs; i++) {
-		Attr *at = &n->attrs[i];
-		if (at->type == AT_GRAPH && at->g)
-			clear_graph(at->g);
-		for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
-			clear_graph(at->graphs[k]);
-	}
+	FOR_SUBGRAPHS(n, sg)
+		clear_graph(sg);
 	node_remove(n);
 	for (int i = 0; i < n->noutputs; i++)
 		forget(n->outputs[i]);

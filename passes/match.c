@@ -600,13 +600,8 @@ Node *new_whisper_attention(Module *m, Graph *g, const char *name, const WaAttrs
 
 void for_each_subgraph(Node *n, void (*fn)(Graph *g, int *changed), int *changed)
 {
-	for (int i = 0; i < n->nattrs; i++) {
-		Attr *at = &n->attrs[i];
-		if (at->type == AT_GRAPH && at->g)
-			fn(at->g, changed);
-		for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
-			fn(at->graphs[k], changed);
-	}
+	FOR_SUBGRAPHS(n, sg)
+		fn(sg, changed);
 }
 
 int pass_on_graph(Module *m, PassContext *ctx, void (*run_graph)(Graph *g, int *changed))

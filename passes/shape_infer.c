@@ -595,14 +595,9 @@ static int infer_graph(SI *s, Graph *g)
 			type_set_tensor(s->m->arena, &v->type, v->init->dtype, v->init->ndim, v->init->dims);
 	}
 	FOR_NODES(g, n) {
-		for (int i = 0; i < n->nattrs; i++) {
-			Attr *at = &n->attrs[i];
-			if (at->type == AT_GRAPH && at->g && infer_graph(s, at->g))
+		FOR_SUBGRAPHS(n, sg)
+			if (infer_graph(s, sg))
 				return WL_ERR;
-			for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
-				if (infer_graph(s, at->graphs[k]))
-					return WL_ERR;
-		}
 		if (infer_node(s, n))
 			return WL_ERR;
 	}

@@ -91,9 +91,7 @@ static inline void add_value(Stat *s, double x, uint64_t *hist)
 	}
 	if (hist) {
 		float a = fabsf((float)x);
-		uint32_t bits;
-		memcpy(&bits, &a, sizeof bits);
-		uint32_t b = bits >> 16;
+		uint32_t b = f32_to_bits(a) >> 16;
 		hist[b < HIST_BINS ? b : HIST_BINS - 1]++;
 	}
 }
@@ -135,11 +133,8 @@ void calib_observe(void *ctx, const Value *v, const RTensor *t)
 	Stat *s = stat_for(c, v);
 	s->observed = true;
 	int64_t n = rt_numel(t);
-	if (c->want_hist && !s->hist && n > 0) {
-		s->hist = calloc(HIST_BINS, sizeof *s->hist);
-		if (!s->hist)
-			wl_die(__FILE__, __LINE__, "out of memory");
-	}
+	if (c->want_hist && !s->hist && n > 0)
+		s->hist = wl_xcalloc(HIST_BINS, sizeof *s->hist);
 	uint64_t *h = s->hist;
 	const void *d = t->data;
 	switch (t->dtype) {
@@ -178,18 +173,14 @@ static double percentile_clip(const Stat *s, double p)
 	}
 	if (b >= HIST_BINS - 1)
 		return INFINITY;
-	uint32_t edge = (uint32_t)(b + 1) << 16;
-	float c;
-	memcpy(&c, &edge, sizeof c);
+	float c = bits_to_f32((uint32_t)(b + 1) << 16);
 	double maxabs = fmax(fabs(s->min), fabs(s->max));
 	return fmin((double)c, maxabs);
 }
 
 Calib *calib_new(bool want_hist)
 {
-	Calib *c = calloc(1, sizeof *c);
-	if (!c)
-		wl_die(__FILE__, __LINE__, "out of memory");
+	Calib *c = wl_xcalloc(1, sizeof *c);
 	c->want_hist = want_hist;
 	return c;
 }
@@ -215,9 +206,7 @@ static const char *base_name(const char *p)
 TRanges *calib_collect(Calib *c, Module *m, const char *model, int64_t S, double percentile, CalibReport *rep)
 {
 	TRanges *tr = tranges_new(base_name(model), S);
-	bool *done = calloc((size_t)c->nst + 1, 1);
-	if (!done)
-		wl_die(__FILE__, __LINE__, "out of memory");
+	bool *done = wl_xcalloc((size_t)c->nst + 1, 1);
 	*rep = (CalibReport){0};
 	int *n_inf = &rep->n_inf, *n_missing = &rep->n_missing;
 	const char **missing = &rep->missing;
@@ -228,9 +217,7 @@ TRanges *calib_collect(Calib *c, Module *m, const char *model, int64_t S, double
 	size_t cap = (size_t)g->ninputs + (size_t)c->nst + 1;
 	FOR_NODES(g, n)
 		cap += (size_t)n->noutputs;
-	const Value **order = malloc(cap * sizeof *order);
-	if (!order)
-		wl_die(__FILE__, __LINE__, "out of memory");
+	const Value **order = wl_xmalloc(cap * sizeof *order);
 	for (int i = 0; i < g->ninputs; i++)
 		if (!g->inputs[i]->init)
 			order[nv++] = g->inputs[i];

@@ -27,34 +27,10 @@ typedef struct TRangeMap {
 	int cap;               /* power of two */
 } TRangeMap;
 
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-	if (!p)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	return p;
-}
-
-static char *xstrdup(const char *s)
-{
-	char *p = strdup(s);
-	if (!p)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	return p;
-}
-
-static uint64_t hash_name(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;   /* FNV-1a */
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
 static int map_find(const TRanges *tr, const char *name)
 {
 	const TRangeMap *m = tr->map;
-	for (uint64_t i = hash_name(name) & (uint64_t)(m->cap - 1);; i = (i + 1) & (uint64_t)(m->cap - 1)) {
+	for (uint64_t i = wl_hash_str(name) & (uint64_t)(m->cap - 1);; i = (i + 1) & (uint64_t)(m->cap - 1)) {
 		int k = m->slot[i];
 		if (k < 0 || strcmp(tr->r[k].name, name) == 0)
 			return k;
@@ -64,7 +40,7 @@ static int map_find(const TRanges *tr, const char *name)
 static void map_insert(TRanges *tr, int k)
 {
 	TRangeMap *m = tr->map;
-	uint64_t i = hash_name(tr->r[k].name) & (uint64_t)(m->cap - 1);
+	uint64_t i = wl_hash_str(tr->r[k].name) & (uint64_t)(m->cap - 1);
 	while (m->slot[i] >= 0)
 		i = (i + 1) & (uint64_t)(m->cap - 1);
 	m->slot[i] = k;
@@ -74,7 +50,7 @@ static void map_rebuild(TRanges *tr, int cap)
 {
 	free(tr->map->slot);
 	tr->map->cap = cap;
-	tr->map->slot = xmalloc((size_t)cap * sizeof(int));
+	tr->map->slot = wl_xmalloc((size_t)cap * sizeof(int));
 	for (int i = 0; i < cap; i++)
 		tr->map->slot[i] = -1;
 	for (int k = 0; k < tr->n; k++)
@@ -83,11 +59,11 @@ static void map_rebuild(TRanges *tr, int cap)
 
 TRanges *tranges_new(const char *model, int64_t samples)
 {
-	TRanges *tr = xmalloc(sizeof *tr);
+	TRanges *tr = wl_xmalloc(sizeof *tr);
 	memset(tr, 0, sizeof *tr);
-	tr->model = model ? xstrdup(model) : NULL;
+	tr->model = model ? wl_xstrdup(model) : NULL;
 	tr->samples = samples;
-	tr->map = xmalloc(sizeof *tr->map);
+	tr->map = wl_xmalloc(sizeof *tr->map);
 	tr->map->slot = NULL;
 	map_rebuild(tr, 64);
 	return tr;
@@ -122,7 +98,7 @@ void tranges_set(TRanges *tr, const char *name, double min, double max)
 			wl_die(__FILE__, __LINE__, "out of memory");
 	}
 	k = tr->n++;
-	tr->r[k] = (TRange){xstrdup(name), min, max};
+	tr->r[k] = (TRange){wl_xstrdup(name), min, max};
 	if (2 * tr->n > tr->map->cap)
 		map_rebuild(tr, 2 * tr->map->cap);
 	else
@@ -236,7 +212,7 @@ static int parse(const char *path, const char *buf, size_t len, TRanges **out, D
 	}
 	tr = tranges_new(cJSON_IsString(model) ? model->valuestring : NULL,
 	                 samples ? (int64_t)samples->valuedouble : 0);
-	tr->path = xstrdup(path);
+	tr->path = wl_xstrdup(path);
 	const cJSON *t;
 	cJSON_ArrayForEach(t, tensors) {
 		const char *name = t->string;

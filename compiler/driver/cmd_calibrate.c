@@ -137,20 +137,11 @@ static const OptSpec cal_opts[] = {
 static int parse_cal_args(int argc, char **argv, CalArgs *a)
 {
 	int rc = opt_parse(CMD, cal_opts, argc, argv, a, &a->model, "model", NULL);
-	Binding *bb = NULL;
 	if (rc == CMD_OK)
-		rc = cmd_bindings(CMD, "--samples", &a->samples, "samples for input '%s' given twice", &bb);
-	if (rc != CMD_OK) {
-		cmd_bindings_free(bb, a->samples.n);
+		rc = CMD_BINDINGS(CMD, "--samples", &a->samples, "samples for input '%s' given twice", &a->sm);
+	if (rc != CMD_OK)
 		return rc;
-	}
-	a->sm = calloc((size_t)a->samples.n + 1, sizeof *a->sm);
-	if (!a->sm)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	for (int k = 0; k < a->samples.n; k++)
-		a->sm[k] = (Samples){.name = bb[k].name, .file = bb[k].file};
 	a->nsm = a->samples.n;
-	free(bb);
 	if (!a->model)
 		return cmd_usage(CMD, "no model given");
 	if (!a->out)
@@ -210,10 +201,8 @@ static int64_t load_samples(Exec *e, CalArgs *a, Diag *d)
 
 int cmd_calibrate(int argc, char **argv)
 {
-	if (opt_help(argc, argv)) {
-		fputs(usage_calibrate, stdout);
+	if (opt_help(argc, argv, usage_calibrate))
 		return CMD_OK;
-	}
 	CalArgs a = {0};
 	Diag d = {0};
 	Module *m = NULL;

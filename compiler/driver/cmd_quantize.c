@@ -292,14 +292,9 @@ static void note_kept(QuantState *s, const Node *n, const char *why)
 static int quantize_graph(QuantState *s, Graph *g, Diag *d)
 {
 	FOR_NODES_SAFE(g, n, nx) {
-		for (int i = 0; i < n->nattrs; i++) {
-			Attr *at = &n->attrs[i];
-			if (at->type == AT_GRAPH && at->g && quantize_graph(s, at->g, d) != WL_OK)
+		FOR_SUBGRAPHS(n, sg)
+			if (quantize_graph(s, sg, d) != WL_OK)
 				return WL_ERR;
-			for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
-				if (quantize_graph(s, at->graphs[k], d) != WL_OK)
-					return WL_ERR;
-		}
 		MatchNBits cap;
 		const char *why;
 		if (match_nbits(n, s->o, &cap, &why)) {
@@ -324,14 +319,9 @@ static bool name_exists(Graph *g, const char *name)
 	FOR_NODES(g, n) {
 		if (n->name && strcmp(n->name, name) == 0)
 			return true;
-		for (int i = 0; i < n->nattrs; i++) {
-			Attr *at = &n->attrs[i];
-			if (at->type == AT_GRAPH && at->g && name_exists(at->g, name))
+		FOR_SUBGRAPHS(n, sg)
+			if (name_exists(sg, name))
 				return true;
-			for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
-				if (name_exists(at->graphs[k], name))
-					return true;
-		}
 	}
 	return false;
 }
@@ -383,10 +373,8 @@ static const OptSpec quant_opts[] = {
 
 int cmd_quantize(int argc, char **argv)
 {
-	if (opt_help(argc, argv)) {
-		fputs(usage_quantize, stdout);
+	if (opt_help(argc, argv, usage_quantize))
 		return CMD_OK;
-	}
 	QuantOpts o = {.bits = 4, .block = 32};
 	QuantArgs qa = {.nbits = 4, .block = 32};
 	const char *model = NULL, *out = NULL;

@@ -135,20 +135,11 @@ static const OptSpec run_opts[] = {
 static int parse_run_args(int argc, char **argv, RunArgs *a)
 {
 	int rc = opt_parse(CMD, run_opts, argc, argv, a, &a->model, "model", NULL);
-	Binding *bb = NULL;
 	if (rc == CMD_OK)
-		rc = cmd_bindings(CMD, "--input", &a->inputs, "input '%s' given twice", &bb);
-	if (rc != CMD_OK) {
-		cmd_bindings_free(bb, a->inputs.n);
+		rc = CMD_BINDINGS(CMD, "--input", &a->inputs, "input '%s' given twice", &a->b);
+	if (rc != CMD_OK)
 		return rc;
-	}
-	a->b = calloc((size_t)a->inputs.n + 1, sizeof *a->b);
-	if (!a->b)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	for (int k = 0; k < a->inputs.n; k++)
-		a->b[k] = (RunInput){.name = bb[k].name, .file = bb[k].file};
 	a->nb = a->inputs.n;
-	free(bb);
 	if (!a->model)
 		return cmd_usage(CMD, "no model given");
 	if (!a->outdir)
@@ -427,10 +418,8 @@ out:
 
 int cmd_run(int argc, char **argv)
 {
-	if (opt_help(argc, argv)) {
-		fputs(usage_run, stdout);
+	if (opt_help(argc, argv, usage_run))
 		return CMD_OK;
-	}
 	RunArgs a = {.threads = 0, .reps = 0};
 	int rc = parse_run_args(argc, argv, &a);
 	Diag d = {0};

@@ -50,23 +50,12 @@ static int parse_args(int argc, char **argv, SimOpts *o)
 {
 	SimArgs *a = &o->a;
 	int rc = opt_parse(CMD, sim_opts, argc, argv, o, &a->dir, "module folder", NULL);
-	a->nin = o->in.n;
-	a->ncmp = o->cmp.n;
-	Binding *in = NULL, *cmp = NULL;
 	if (rc == CMD_OK)
-		rc = cmd_bindings(CMD, "--input", &o->in, "--input '%s' given twice", &in);
+		rc = CMD_BINDINGS(CMD, "--input", &o->in, "--input '%s' given twice", &a->in);
+	a->nin = a->in ? o->in.n : 0;
 	if (rc == CMD_OK)
-		rc = cmd_bindings(CMD, "--compare", &o->cmp, "--compare '%s' given twice", &cmp);
-	a->in = calloc((size_t)a->nin + 1, sizeof *a->in);
-	a->cmp = calloc((size_t)a->ncmp + 1, sizeof *a->cmp);
-	if (!a->in || !a->cmp)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	for (int k = 0; in && k < a->nin; k++)
-		a->in[k] = (SimBind){in[k].name, in[k].file};
-	for (int k = 0; cmp && k < a->ncmp; k++)
-		a->cmp[k] = (SimBind){cmp[k].name, cmp[k].file};
-	free(in);
-	free(cmp);
+		rc = CMD_BINDINGS(CMD, "--compare", &o->cmp, "--compare '%s' given twice", &a->cmp);
+	a->ncmp = a->cmp ? o->cmp.n : 0;
 	if (rc != CMD_OK)
 		return rc;
 	if (!a->dir)
@@ -78,10 +67,8 @@ static int parse_args(int argc, char **argv, SimOpts *o)
 
 int cmd_sim(int argc, char **argv)
 {
-	if (opt_help(argc, argv)) {
-		fputs(usage_sim, stdout);
+	if (opt_help(argc, argv, usage_sim))
 		return CMD_OK;
-	}
 	SimOpts o = {0};
 	int status = parse_args(argc, argv, &o);
 	if (status == CMD_OK) {

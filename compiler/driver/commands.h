@@ -74,20 +74,26 @@ typedef struct OptSpec {
 int opt_parse(const char *cmd, const OptSpec *spec, int argc, char **argv, void *args,
               const char **pos, const char *pos_what, bool *seen);
 void opt_free_lists(const OptSpec *spec, void *args);
-/* True if argv[1..] holds -h or --help (commands print their help and exit
- * 0 whatever else is on the line). */
-bool opt_help(int argc, char **argv);
+/* True if argv[1..] holds -h or --help; then prints usage to stdout
+ * (commands print their help and exit 0 whatever else is on the line). */
+bool opt_help(int argc, char **argv, const char *usage);
 /* "32MB" (binary), "1.7GHz", "128GBps": the value in base units; -1 if
  * malformed, not positive or not finite. unit: "B", "Hz" or "Bps". */
 int opt_quantity(const char *s, const char *unit, bool binary, double *out);
 
-/* NAME=FILE bindings of a list option (--input, --samples, --compare):
- * malformed → "OPT 'ARG': expected NAME=FILE.npy", a name twice → dup_fmt
- * (one %s, the name). *out is malloc'ed (n entries, names malloc'ed;
- * cmd_bindings_free). */
-typedef struct Binding { char *name; const char *file; } Binding;
-int cmd_bindings(const char *cmd, const char *opt, const OptList *l, const char *dup_fmt, Binding **out);
-void cmd_bindings_free(Binding *b, int n);
+/* NAME=FILE bindings of a list option (--input, --samples, --compare), into
+ * the command's own records (a struct with `char *name; const char *file;`):
+ * CMD_BINDINGS(cmd, "--input", &list, dup_fmt, &recs) sets recs to l->n + 1
+ * zeroed records, record i with its name (malloc'ed) and file (into argv);
+ * the caller frees recs and each name. Malformed → "OPT 'ARG': expected
+ * NAME=FILE.npy", a name twice → dup_fmt (one %s, the name): then recs is
+ * NULL and CMD_USAGE returned. cmd_bindings is the untyped form (out points
+ * to the records pointer; size and offsets of one record). */
+int cmd_bindings(const char *cmd, const char *opt, const OptList *l, const char *dup_fmt, size_t size,
+                 size_t name_off, size_t file_off, void *out);
+#define CMD_BINDINGS(cmd, opt, l, dup_fmt, out) \
+	cmd_bindings(cmd, opt, l, dup_fmt, sizeof **(out), offsetof(__typeof__(**(out)), name), \
+	             offsetof(__typeof__(**(out)), file), (out))
 /* Default thread count: the online CPUs (at least 1). */
 int cmd_default_threads(void);
 /* "float32[1,80,3000]" / "int64[batch,4]" for a graph value's declared type. */

@@ -35,11 +35,13 @@ int cmd_error(const char *cmd, const Diag *d)
 
 /* ---------------------------------------------------------------- the option table */
 
-bool opt_help(int argc, char **argv)
+bool opt_help(int argc, char **argv, const char *usage)
 {
 	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			fputs(usage, stdout);
 			return true;
+		}
 	return false;
 }
 
@@ -186,12 +188,10 @@ void opt_free_lists(const OptSpec *spec, void *args)
 		}
 }
 
-int cmd_bindings(const char *cmd, const char *opt, const OptList *l, const char *dup_fmt, Binding **out)
+typedef struct Binding { char *name; const char *file; } Binding;
+
+static int parse_bindings(const char *cmd, const char *opt, const OptList *l, const char *dup_fmt, Binding *b)
 {
-	Binding *b = calloc((size_t)l->n + 1, sizeof *b);
-	if (!b)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	*out = b;
 	for (int i = 0; i < l->n; i++) {
 		const char *arg = l->v[i], *eq = strchr(arg, '=');
 		if (!eq || eq == arg || !eq[1])
@@ -207,11 +207,29 @@ int cmd_bindings(const char *cmd, const char *opt, const OptList *l, const char 
 	return CMD_OK;
 }
 
-void cmd_bindings_free(Binding *b, int n)
+int cmd_bindings(const char *cmd, const char *opt, const OptList *l, const char *dup_fmt, size_t size,
+                 size_t name_off, size_t file_off, void *out)
 {
-	for (int i = 0; b && i < n; i++)
-		free(b[i].name);
+	Binding *b = calloc((size_t)l->n + 1, sizeof *b);
+	if (!b)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	int rc = parse_bindings(cmd, opt, l, dup_fmt, b);
+	char *recs = NULL;
+	if (rc == CMD_OK) {
+		recs = calloc((size_t)l->n + 1, size);
+		if (!recs)
+			wl_die(__FILE__, __LINE__, "out of memory");
+		for (int i = 0; i < l->n; i++) {
+			memcpy(recs + (size_t)i * size + name_off, &b[i].name, sizeof b[i].name);
+			memcpy(recs + (size_t)i * size + file_off, &b[i].file, sizeof b[i].file);
+		}
+	} else {
+		for (int i = 0; i < l->n; i++)
+			free(b[i].name);
+	}
 	free(b);
+	memcpy(out, &recs, sizeof recs);
+	return rc;
 }
 
 int cmd_default_threads(void)

@@ -2,7 +2,8 @@
  * Internal invariants: wl_die prints "wlower: internal error at FILE:LINE: ..."
  * and aborts. Bad input: a Diag carries one line back to the driver, which
  * alone prints it and exits 1. Newlines in messages are flattened to spaces so
- * that a message stays one line whatever a model's names contain. */
+ * that a message stays one line whatever a model's names contain. The
+ * wl_x* allocators die on out of memory (an internal error, not bad input). */
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
@@ -17,6 +18,30 @@ _Noreturn void wl_die(const char *file, int line, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	abort();
+}
+
+void *wl_xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	return p;
+}
+
+void *wl_xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	return p;
+}
+
+char *wl_xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	return p;
 }
 
 static void flatten(char *s)

@@ -13,7 +13,7 @@ typedef struct NameMap {
 	size_t cap, n;   /* cap is a power of two */
 } NameMap;
 
-static uint64_t hash_str(const char *s)
+uint64_t wl_hash_str(const char *s)
 {
 	uint64_t h = 1469598103934665603ull;      /* FNV-1a */
 	for (; *s; s++)
@@ -39,7 +39,7 @@ static void map_put(Arena *a, NameMap *m, Value *v)
 {
 	if ((m->n + 1) * 2 > m->cap)
 		map_grow(a, m);
-	size_t i = hash_str(v->name) & (m->cap - 1);
+	size_t i = wl_hash_str(v->name) & (m->cap - 1);
 	while (m->slot[i]) {
 		WL_ASSERT(strcmp(m->slot[i]->name, v->name) != 0);
 		i = (i + 1) & (m->cap - 1);
@@ -52,7 +52,7 @@ static Value *map_get(const NameMap *m, const char *name)
 {
 	if (!m || !m->cap)
 		return NULL;
-	size_t i = hash_str(name) & (m->cap - 1);
+	size_t i = wl_hash_str(name) & (m->cap - 1);
 	for (; m->slot[i]; i = (i + 1) & (m->cap - 1))
 		if (strcmp(m->slot[i]->name, name) == 0)
 			return m->slot[i];
@@ -354,6 +354,19 @@ Attr *node_attr(const Node *n, const char *name)
 	return NULL;
 }
 
+Graph *node_subgraph(const Node *n, int i)
+{
+	for (int a = 0; a < n->nattrs; a++) {
+		const Attr *at = &n->attrs[a];
+		if (at->type == AT_GRAPH && at->g && i-- == 0)
+			return at->g;
+		for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
+			if (at->graphs[k] && i-- == 0)
+				return at->graphs[k];
+	}
+	return NULL;
+}
+
 Attr *node_add_attr(Node *n, const char *name, int type)
 {
 	Attr *at = node_attr(n, name);
@@ -465,7 +478,7 @@ double tensor_get_f64(const Tensor *t, int64_t i)
 	case DT_FLOAT: { float f; memcpy(&f, p + 4 * i, 4); return f; }
 	case DT_DOUBLE: { double f; memcpy(&f, p + 8 * i, 8); return f; }
 	case DT_FLOAT16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return half_to_f64(h); }
-	case DT_BFLOAT16: { uint16_t h; memcpy(&h, p + 2 * i, 2); uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+	case DT_BFLOAT16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return bits_to_f32((uint32_t)h << 16); }
 	default: return (double)tensor_get_i64(t, i);
 	}
 }

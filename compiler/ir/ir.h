@@ -39,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------- diag.c */
 
@@ -48,6 +49,10 @@
 #define WL_UNREACHABLE() wl_die(__FILE__, __LINE__, "unreachable")
 _Noreturn void wl_die(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* malloc, calloc and strdup that die on out of memory (a size 0 gets 1 byte). */
+void *wl_xmalloc(size_t n);
+void *wl_xcalloc(size_t n, size_t size);
+char *wl_xstrdup(const char *s);
 
 /* Bad input: functions return WL_ERR (-1) and fill a Diag; only the driver
  * prints and exits. Messages are one line: "FILE: node 'N': tensor 'T': what". */
@@ -101,6 +106,10 @@ typedef enum DType {
 	DT_FLOAT8E5M2FNUZ = 20, DT_UINT4 = 21, DT_INT4 = 22,
 	DT_COUNT_
 } DType;
+
+/* A float's bits and back (memcpy: no aliasing). */
+static inline uint32_t f32_to_bits(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
+static inline float bits_to_f32(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
 
 const char *dtype_name(int dt);          /* textual syntax: "float", "int64", ...; NULL if unknown */
 int dtype_from_name(const char *s, size_t n); /* DT_UNDEFINED if unknown */
@@ -299,6 +308,8 @@ void module_free(Module *m);                     /* frees arena, unmaps */
 void module_add_mapping(Module *m, void *addr, size_t len);
 void module_set_opset(Module *m, const char *domain, int64_t version); /* add or raise */
 int64_t module_opset(const Module *m, const char *domain);  /* 0 if not imported */
+/* FNV-1a of a NUL-terminated string: the hash of the name tables (ir.c, tranges). */
+uint64_t wl_hash_str(const char *s);
 
 Graph *graph_new(Module *m, Graph *parent, Node *owner, const char *name);
 /* Lookup in this scope, then outward. */
@@ -360,6 +371,13 @@ int64_t type_numel(const Type *t);               /* -1 if unknown */
 /* Iteration helpers. */
 #define FOR_NODES(g, n) for (Node *n = (g)->first; n; n = n->next)
 #define FOR_NODES_SAFE(g, n, nx) for (Node *n = (g)->first, *nx = n ? n->next : NULL; n; n = nx, nx = n ? n->next : NULL)
+/* The subgraphs of a node's attributes, in attribute order (an AT_GRAPH's g,
+ * each of an AT_GRAPHS's graphs): the i-th, NULL past the last. FOR_SUBGRAPHS
+ * declares Graph *sg for each in turn. */
+Graph *node_subgraph(const Node *n, int i);
+#define FOR_SUBGRAPHS(n, sg) \
+	for (int sg##_i_ = 0, sg##_once_ = 1; sg##_once_; sg##_once_ = 0) \
+		for (Graph *sg; (sg = node_subgraph((n), sg##_i_)) != NULL; sg##_i_++)
 
 /* ---------------------------------------------------------------- verify.c */
 

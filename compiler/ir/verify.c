@@ -91,14 +91,9 @@ static int verify_node(V *vf, Graph *g, Node *n)
 			                 path, nname(n), i, v->name);
 	}
 	/* subgraphs see everything defined so far */
-	for (int a = 0; a < n->nattrs; a++) {
-		Attr *at = &n->attrs[a];
-		if (at->type == AT_GRAPH && at->g && verify_graph(vf, at->g))
+	FOR_SUBGRAPHS(n, sg)
+		if (verify_graph(vf, sg))
 			return WL_ERR;
-		for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
-			if (verify_graph(vf, at->graphs[k]))
-				return WL_ERR;
-	}
 	for (int i = 0; i < n->noutputs; i++) {
 		Value *v = n->outputs[i];
 		if (!v)

@@ -772,13 +772,8 @@ dep_subgraph(const PtrMap *pm, Edges *es, Graph *sg, size_t to)
 	FOR_NODES(sg, sn) {
 		for (int i = 0; i < sn->ninputs; i++)
 			dep_value(pm, es, sn->inputs[i], to);
-		for (int a = 0; a < sn->nattrs; a++) {
-			Attr *at = &sn->attrs[a];
-			if (at->type == AT_GRAPH && at->g)
-				dep_subgraph(pm, es, at->g, to);
-			for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
-				dep_subgraph(pm, es, at->graphs[k], to);
-		}
+		FOR_SUBGRAPHS(sn, ssg)
+			dep_subgraph(pm, es, ssg, to);
 	}
 }
 
@@ -833,13 +828,8 @@ sort_and_link(Imp *im, Graph *g, Node **nodes, size_t n)
 		Node *nd = nodes[i];
 		for (int k = 0; k < nd->ninputs; k++)
 			dep_value(&pm, &es, nd->inputs[k], i);
-		for (int a = 0; a < nd->nattrs; a++) {
-			Attr *at = &nd->attrs[a];
-			if (at->type == AT_GRAPH && at->g)
-				dep_subgraph(&pm, &es, at->g, i);
-			for (int k = 0; at->type == AT_GRAPHS && k < at->n; k++)
-				dep_subgraph(&pm, &es, at->graphs[k], i);
-		}
+		FOR_SUBGRAPHS(nd, sg)
+			dep_subgraph(&pm, &es, sg, i);
 	}
 	for (size_t k = 0; k < es.n; k++)
 		if (es.e[k][0] >= es.e[k][1])

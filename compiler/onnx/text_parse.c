@@ -443,9 +443,6 @@ static uint64_t canonical_nan(int dt)
 	}
 }
 
-static float bits_to_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static uint32_t f32_to_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-
 static double f16_value(unsigned h)
 {
 	int e = (h >> 10) & 31, f = h & 1023;

@@ -104,15 +104,12 @@ float rt_half_to_float(uint16_t h)
 		}
 		u = sign | ((uint32_t)e << 23) | ((man & 0x3ff) << 13);
 	}
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
+	return bits_to_f32(u);
 }
 
 uint16_t rt_float_to_half(float f)
 {
-	uint32_t u;
-	memcpy(&u, &f, 4);
+	uint32_t u = f32_to_bits(f);
 	uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
 	uint32_t exp = (u >> 23) & 0xff, man = u & 0x7fffff;
 	if (exp == 0xff)                                 /* inf or NaN (quiet) */

@@ -169,6 +169,8 @@ int need_in(const KCall *c, Diag *d, int i, uint32_t mask);
 
 /* Attribute helpers that check the attribute's type. */
 int attr_get_int(const KCall *c, Diag *d, const char *name, int64_t dflt, int64_t *out);
+/* The "axis" attribute (dflt if absent), normalized for rank (norm_axis). */
+int attr_axis(const KCall *c, Diag *d, int64_t dflt, int rank, int64_t *out);
 int attr_get_float(const KCall *c, Diag *d, const char *name, float dflt, float *out);
 
 /* A float that may sit at any address: initializers point into the model

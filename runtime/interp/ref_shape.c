@@ -317,8 +317,8 @@ int ref_gather_infer(KCall *c, Diag *d)
 	if (need_in(c, d, 0, DTM_ALL) || need_in(c, d, 1, DTM_IDX))
 		return WL_ERR;
 	RTensor *x = c->in[0], *ix = c->in[1];
-	int64_t a, ax;
-	if (attr_get_int(c, d, "axis", 0, &a) || norm_axis(c, d, a, x->ndim, &ax))
+	int64_t ax;
+	if (attr_axis(c, d, 0, x->ndim, &ax))
 		return WL_ERR;
 	int r = x->ndim - 1 + ix->ndim;
 	if (r > RT_MAX_DIMS)
@@ -338,8 +338,8 @@ int ref_gather_infer(KCall *c, Diag *d)
 int ref_gather_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0], *ix = c->in[1], *y = c->out[0];
-	int64_t a, ax;
-	if (attr_get_int(c, d, "axis", 0, &a) || norm_axis(c, d, a, x->ndim, &ax))
+	int64_t ax;
+	if (attr_axis(c, d, 0, x->ndim, &ax))
 		return WL_ERR;
 	int64_t outer = 1, inner = 1, n = x->dims[ax], ni = rt_numel(ix);
 	for (int i = 0; i < ax; i++)
@@ -368,8 +368,8 @@ int ref_gatherel_infer(KCall *c, Diag *d)
 	if (need_in(c, d, 0, DTM_ALL) || need_in(c, d, 1, DTM_IDX))
 		return WL_ERR;
 	RTensor *x = c->in[0], *ix = c->in[1];
-	int64_t a, ax;
-	if (attr_get_int(c, d, "axis", 0, &a) || norm_axis(c, d, a, x->ndim, &ax))
+	int64_t ax;
+	if (attr_axis(c, d, 0, x->ndim, &ax))
 		return WL_ERR;
 	if (ix->ndim != x->ndim)
 		return kfail(c, d, "indices must have the rank of the data");
@@ -380,8 +380,8 @@ int ref_gatherel_infer(KCall *c, Diag *d)
 int ref_gatherel_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0], *ix = c->in[1], *y = c->out[0];
-	int64_t a, ax;
-	if (attr_get_int(c, d, "axis", 0, &a) || norm_axis(c, d, a, x->ndim, &ax))
+	int64_t ax;
+	if (attr_axis(c, d, 0, x->ndim, &ax))
 		return WL_ERR;
 	int64_t xs[RT_MAX_DIMS], idx[RT_MAX_DIMS] = {0};
 	contiguous_strides(x->ndim, x->dims, xs);
@@ -416,8 +416,8 @@ int ref_concat_infer(KCall *c, Diag *d)
 	if (c->nin < 1 || need_in(c, d, 0, DTM_ALL))
 		return WL_ERR;
 	RTensor *x0 = c->in[0];
-	int64_t a, ax;
-	if (attr_get_int(c, d, "axis", 0, &a) || norm_axis(c, d, a, x0->ndim, &ax))
+	int64_t ax;
+	if (attr_axis(c, d, 0, x0->ndim, &ax))
 		return WL_ERR;
 	int64_t od[RT_MAX_DIMS];
 	for (int i = 0; i < x0->ndim; i++)
@@ -444,8 +444,8 @@ int ref_concat_infer(KCall *c, Diag *d)
 int ref_concat_run(KCall *c, Diag *d)
 {
 	RTensor *y = c->out[0];
-	int64_t a, ax;
-	if (attr_get_int(c, d, "axis", 0, &a) || norm_axis(c, d, a, y->ndim, &ax))
+	int64_t ax;
+	if (attr_axis(c, d, 0, y->ndim, &ax))
 		return WL_ERR;
 	int64_t outer = 1, inner = esz(y);
 	for (int i = 0; i < ax; i++)
@@ -583,8 +583,7 @@ int ref_slice_run(KCall *c, Diag *d)
 static int split_sizes(KCall *c, Diag *d, int64_t *ax, int64_t *sizes)
 {
 	RTensor *x = c->in[0];
-	int64_t a;
-	if (attr_get_int(c, d, "axis", 0, &a) || norm_axis(c, d, a, x->ndim, ax))
+	if (attr_axis(c, d, 0, x->ndim, ax))
 		return WL_ERR;
 	int64_t dim = x->dims[*ax];
 	int no = c->nout;

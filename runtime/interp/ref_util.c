@@ -70,16 +70,12 @@ bool dt_numeric(int dt)
 
 float bf16_to_float(uint16_t h)
 {
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
+	return bits_to_f32((uint32_t)h << 16);
 }
 
 uint16_t float_to_bf16(float f)
 {
-	uint32_t u;
-	memcpy(&u, &f, 4);
+	uint32_t u = f32_to_bits(f);
 	if ((u & 0x7fffffff) > 0x7f800000)
 		return (uint16_t)((u >> 16) | 0x40);     /* quiet NaN */
 	u += 0x7fff + ((u >> 16) & 1);
@@ -241,6 +237,14 @@ int norm_axis(const KCall *c, Diag *d, int64_t axis, int rank, int64_t *out)
 		return kfail(c, d, "axis %lld out of range for rank %d", (long long)axis, rank);
 	*out = axis < 0 ? axis + rank : axis;
 	return WL_OK;
+}
+
+int attr_axis(const KCall *c, Diag *d, int64_t dflt, int rank, int64_t *out)
+{
+	int64_t a;
+	if (attr_get_int(c, d, "axis", dflt, &a))
+		return WL_ERR;
+	return norm_axis(c, d, a, rank, out);
 }
 
 /* ---------------------------------------------------------------- shapes */

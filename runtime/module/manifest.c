@@ -12,7 +12,7 @@ struct Manifest {
 	double t_start_ms;
 };
 
-static const char *io_dtype(int dt)
+const char *manifest_io_dtype(int dt)
 {
 	switch (dt) {
 	case DT_FLOAT: return "float32";
@@ -29,7 +29,7 @@ cJSON *manifest_io(const Value *v)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "name", v->name);
-	cJSON_AddStringToObject(o, "dtype", io_dtype(v->type.elem));
+	cJSON_AddStringToObject(o, "dtype", manifest_io_dtype(v->type.elem));
 	cJSON *shape = cJSON_AddArrayToObject(o, "shape");
 	for (int i = 0; v->type.has_shape && i < v->type.rank; i++) {
 		const Dim *dm = &v->type.dims[i];
@@ -43,7 +43,7 @@ cJSON *manifest_io(const Value *v)
 		: v->frac_bits >= 0 && v->frac_bits <= 31 ? "fixed"
 		: v->frac_bits == FRAC_FP16 ? "float16" : "float32";
 	if (!isfloat && v->type.elem != DT_INT64 && v->type.elem != DT_INT32)
-		fmt = io_dtype(v->type.elem);
+		fmt = manifest_io_dtype(v->type.elem);
 	cJSON_AddStringToObject(o, "format", fmt);
 	if (!strcmp(fmt, "fixed"))
 		cJSON_AddNumberToObject(o, "frac_bits", v->frac_bits);

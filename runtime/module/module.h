@@ -56,6 +56,9 @@ void manifest_free(Manifest *mf);
 /* IO entry for a value (used by manifest_new; exported for targets that
  * describe extra buffers the same way). */
 cJSON *manifest_io(const Value *v);
+/* The IO "dtype" string of an element type, as in the .npy: "float32",
+ * "float16", "int64", "int32", "int8", "uint8", else dtype_name() or "unknown". */
+const char *manifest_io_dtype(int dt);
 
 /* JSON files: pretty-printed + newline, written atomically; read whole
  * ("FILE: not valid JSON" on a parse error). */

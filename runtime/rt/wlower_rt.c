@@ -77,14 +77,6 @@ static void *xaligned(size_t n)
 	return p;
 }
 
-static char *xstrdup(const char *s)
-{
-	char *p = strdup(s);
-	if (!p)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	return p;
-}
-
 static const struct { int dt; const char *name; int size; } DTYPES[] = {
 	{WL_DTYPE_FLOAT32, "float32", 4}, {WL_DTYPE_FLOAT16, "float16", 2},
 	{WL_DTYPE_INT64, "int64", 8},     {WL_DTYPE_INT32, "int32", 4},
@@ -191,15 +183,23 @@ static int read_port(const char *mpath, const char *where, int idx, const cJSON 
 		return diag_fail(d, "%s: programs[0].%s[%d] ('%s'): tensor too large", mpath, where, idx,
 		                 name->valuestring);
 	p->info.nbytes = (size_t)bytes;
-	p->name = xstrdup(name->valuestring);
+	p->name = wl_xstrdup(name->valuestring);
 	p->info.name = p->name;
 	return WL_OK;
 }
 
 /* The manifest's "files" entry for name: its "bytes" and "sha256". */
-static int file_entry(const char *mpath, const cJSON *root, const char *name, uint64_t *bytes, char hex[65],
+/* A file of the module directory as the manifest lists it. */
+typedef struct ModFile {
+	char path[4096];        /* DIR/name */
+	uint64_t bytes;         /* its "bytes" */
+	char hex[65];           /* its "sha256" */
+} ModFile;
+
+static int file_entry(const WlModule *m, const char *mpath, const cJSON *root, const char *name, ModFile *mf,
                       Diag *d)
 {
+	snprintf(mf->path, sizeof mf->path, "%s/%s", m->dir, name);
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files");
 	if (!cJSON_IsArray(files))
 		return diag_fail(d, "%s: missing 'files'", mpath);
@@ -208,7 +208,7 @@ static int file_entry(const char *mpath, const cJSON *root, const char *name, ui
 	cJSON_ArrayForEach(f, files) {
 		const cJSON *n = cJSON_GetObjectItemCaseSensitive(f, "name");
 		if (cJSON_IsString(n) && !strcmp(n->valuestring, name)) {
-			if (!json_uint(cJSON_GetObjectItemCaseSensitive(f, "bytes"), bytes))
+			if (!json_uint(cJSON_GetObjectItemCaseSensitive(f, "bytes"), &mf->bytes))
 				return diag_fail(d, "%s: files[%d] ('%s'): 'bytes' is not a non-negative integer", mpath, i,
 				                 name);
 			const cJSON *h = cJSON_GetObjectItemCaseSensitive(f, "sha256");
@@ -216,7 +216,7 @@ static int file_entry(const char *mpath, const cJSON *root, const char *name, ui
 			    strspn(h->valuestring, "0123456789abcdef") != 64)
 				return diag_fail(d, "%s: files[%d] ('%s'): 'sha256' is not 64 lowercase hex digits", mpath, i,
 				                 name);
-			memcpy(hex, h->valuestring, 65);
+			memcpy(mf->hex, h->valuestring, 65);
 			return WL_OK;
 		}
 		i++;
@@ -339,73 +339,61 @@ static int verify_sha(const WlModule *m, const char *path, const char *mpath, co
 	return WL_OK;
 }
 
-static int load_weights(WlModule *m, const char *mpath, const cJSON *root, Diag *d)
+static int load_weights(WlModule *m, const char *mpath, const ModFile *f, Diag *d)
 {
-	uint64_t want;
-	char hex[65];
-	if (file_entry(mpath, root, "weights.bin", &want, hex, d) != WL_OK)
-		return WL_ERR;
-	char path[4096];
-	snprintf(path, sizeof path, "%s/weights.bin", m->dir);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(f->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return diag_fail(d, "%s: cannot open: %s", path, strerror(errno));
+		return diag_fail(d, "%s: cannot open: %s", f->path, strerror(errno));
 	struct stat st;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return diag_fail(d, "%s: not a regular file", path);
+		return diag_fail(d, "%s: not a regular file", f->path);
 	}
-	if ((uint64_t)st.st_size != want) {
+	if ((uint64_t)st.st_size != f->bytes) {
 		close(fd);
-		return diag_fail(d, "%s: %s: %lld bytes, the manifest says %llu (%s)", path,
-		                 (uint64_t)st.st_size < want ? "truncated" : "wrong size", (long long)st.st_size,
-		                 (unsigned long long)want, mpath);
+		return diag_fail(d, "%s: %s: %lld bytes, the manifest says %llu (%s)", f->path,
+		                 (uint64_t)st.st_size < f->bytes ? "truncated" : "wrong size", (long long)st.st_size,
+		                 (unsigned long long)f->bytes, mpath);
 	}
 	m->weights_len = (size_t)st.st_size;
 	if (m->weights_len == 0) {
 		close(fd);
 		m->weights = xaligned(64);
-		return verify_sha(m, path, mpath, NULL, 0, hex, d);
+		return verify_sha(m, f->path, mpath, NULL, 0, f->hex, d);
 	}
 	void *p = mmap(NULL, m->weights_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 	int e = errno;
 	close(fd);
 	if (p == MAP_FAILED)
-		return diag_fail(d, "%s: cannot map: %s", path, strerror(e));
+		return diag_fail(d, "%s: cannot map: %s", f->path, strerror(e));
 	madvise(p, m->weights_len, MADV_WILLNEED);
 	m->weights = p;
 	m->weights_mapped = true;
-	return verify_sha(m, path, mpath, p, m->weights_len, hex, d);
+	return verify_sha(m, f->path, mpath, p, m->weights_len, f->hex, d);
 }
 
-static int load_so(WlModule *m, const char *mpath, const cJSON *root, Diag *d)
+static int load_so(WlModule *m, const char *mpath, const ModFile *f, Diag *d)
 {
-	uint64_t want;
-	char hex[65];
-	if (file_entry(mpath, root, "module.so", &want, hex, d) != WL_OK)
-		return WL_ERR;
-	char path[4096];
-	snprintf(path, sizeof path, "%s/module.so", m->dir);
 	struct stat st;
-	if (stat(path, &st) != 0)
-		return diag_fail(d, "%s: cannot open: %s", path, strerror(errno));
+	if (stat(f->path, &st) != 0)
+		return diag_fail(d, "%s: cannot open: %s", f->path, strerror(errno));
 	if (!S_ISREG(st.st_mode))
-		return diag_fail(d, "%s: not a regular file", path);
-	if ((uint64_t)st.st_size != want)
+		return diag_fail(d, "%s: not a regular file", f->path);
+	if ((uint64_t)st.st_size != f->bytes)
 		return diag_fail(d, "%s: %lld bytes, the manifest says %llu (%s): module directory out of date",
-		                 path, (long long)st.st_size, (unsigned long long)want, mpath);
+		                 f->path, (long long)st.st_size, (unsigned long long)f->bytes, mpath);
 	if (!(m->flags & WL_OPEN_NO_VERIFY)) {
 		MappedFile so;
-		if (file_map(path, &so, d) != WL_OK)
+		if (file_map(f->path, &so, d) != WL_OK)
 			return WL_ERR;
-		int vr = verify_sha(m, path, mpath, so.addr, so.len, hex, d);
+		int vr = verify_sha(m, f->path, mpath, so.addr, so.len, f->hex, d);
 		file_unmap(&so);
 		if (vr != WL_OK)
 			return WL_ERR;
 	}
 	/* dlopen searches the library path unless the name has a '/' */
 	char abs[4096 + 2];
-	snprintf(abs, sizeof abs, "%s%s", path[0] == '/' ? "" : "./", path);
+	snprintf(abs, sizeof abs, "%s%s", f->path[0] == '/' ? "" : "./", f->path);
 	dlerror();
 	m->so = dlopen(abs, RTLD_LOCAL | RTLD_NOW);
 	if (!m->so) {
@@ -420,18 +408,18 @@ static int load_so(WlModule *m, const char *mpath, const cJSON *root, Diag *d)
 		for (char *c = msg; *c; c++)
 			if (*c == '\n' || *c == '\r')
 				*c = ' ';
-		return diag_fail(d, "%s: cannot load: %s", path, msg);
+		return diag_fail(d, "%s: cannot load: %s", f->path, msg);
 	}
 	WlModuleAbiFn abi = (WlModuleAbiFn)dlsym(m->so, "wl_module_abi");
 	if (!abi)
-		return diag_fail(d, "%s: not a wlower host module (no wl_module_abi)", path);
+		return diag_fail(d, "%s: not a wlower host module (no wl_module_abi)", f->path);
 	int32_t v = abi();
 	if (v != WL_MODULE_ABI)
-		return diag_fail(d, "%s: module ABI %d, this runtime runs ABI %d (recompile the model)", path, (int)v,
+		return diag_fail(d, "%s: module ABI %d, this runtime runs ABI %d (recompile the model)", f->path, (int)v,
 		                 WL_MODULE_ABI);
 	m->run = (WlModuleRunFn)dlsym(m->so, "wl_module_run");
 	if (!m->run)
-		return diag_fail(d, "%s: not a wlower host module (no wl_module_run)", path);
+		return diag_fail(d, "%s: not a wlower host module (no wl_module_run)", f->path);
 	const char *prof = getenv("WLOWER_PROFILE");
 	if (prof && *prof && strcmp(prof, "0") != 0) {
 		WlModuleKernelCountFn kc = (WlModuleKernelCountFn)dlsym(m->so, "wl_module_kernel_count");
@@ -536,7 +524,10 @@ static int open_module(WlModule *m, int threads, Diag *d)
 				goto out;
 			}
 		}
-	if (load_weights(m, mpath, root, d) != WL_OK || load_so(m, mpath, root, d) != WL_OK)
+	ModFile weights, so;
+	if (file_entry(m, mpath, root, "weights.bin", &weights, d) != WL_OK ||
+	    load_weights(m, mpath, &weights, d) != WL_OK ||
+	    file_entry(m, mpath, root, "module.so", &so, d) != WL_OK || load_so(m, mpath, &so, d) != WL_OK)
 		goto out;
 	m->workspace_bytes = ws;
 	m->workspace = xaligned((size_t)ws);
@@ -569,13 +560,13 @@ WlModule *wl_open_flags(const char *dir, int threads, unsigned flags, char **err
 		wl_die(__FILE__, __LINE__, "out of memory");
 	m->flags = flags;
 	/* "out/" and "out" name the same files */
-	m->dir = xstrdup(dir && *dir ? dir : ".");
+	m->dir = wl_xstrdup(dir && *dir ? dir : ".");
 	size_t n = strlen(m->dir);
 	while (n > 1 && m->dir[n - 1] == '/')
 		m->dir[--n] = 0;
 	if (open_module(m, threads, &m->d) != WL_OK) {
 		if (err)
-			*err = xstrdup(m->d.msg);
+			*err = wl_xstrdup(m->d.msg);
 		wl_close(m);
 		return NULL;
 	}

@@ -117,10 +117,7 @@ extern const char *const cost_category_names[CAT_COUNT];   /* "compute", "mac", 
 
 /* (sim helper's section) The model, docs/cost-model.md. Counts of one kernel
  * on one core, as schedule.json's "per_core" entries give them. */
-typedef struct CostCoreCounts {
-	int core;
-	uint64_t macs, alu_ops, array_bytes, ocm_read, ocm_write, ext_read, ext_write;
-} CostCoreCounts;
+typedef SchedCore CostCoreCounts;       /* runtime/module/schedule.h */
 
 enum { COST_MAX_CORES = 4 };
 
@@ -207,10 +204,7 @@ typedef struct ChDma {
 	const char *what;        /* "weights" "activations" "spill" "fill" */
 } ChDma;
 
-typedef struct ChCore {
-	int core;
-	uint64_t macs, alu_ops, array_bytes, ocm_read, ocm_write, ext_read, ext_write;
-} ChCore;
+typedef SchedCore ChCore;               /* the per_core entry it becomes in schedule.json */
 
 typedef struct ChKernel {
 	Node *n;

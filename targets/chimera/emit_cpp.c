@@ -103,17 +103,6 @@ static void emit_dmas(FILE *f, ChModule *cm, const ChKernel *k, int dir)
 	}
 }
 
-static const char *io_dtype(int dt)
-{
-	switch (dt) {
-	case DT_FLOAT: return "float32";
-	case DT_FLOAT16: return "float16";
-	case DT_INT64: return "int64";
-	case DT_INT32: return "int32";
-	default: return "unknown";
-	}
-}
-
 /* a C++ double literal, exact and always with '.' or 'e' */
 static const char *cpp_double(double x, char buf[40])
 {
@@ -128,7 +117,7 @@ static void emit_io(FILE *f, ChModule *cm, const Value *v)
 	const ChVal *cv = &cm->vals[v->id];
 	fputs("\t{", f);
 	cpp_str(f, v->name);
-	fprintf(f, ", \"%s\", %d, %d, {", io_dtype(v->type.elem), ch_fmt(v), v->type.rank);
+	fprintf(f, ", \"%s\", %d, %d, {", manifest_io_dtype(v->type.elem), ch_fmt(v), v->type.rank);
 	for (int i = 0; i < v->type.rank && i < 8; i++)
 		fprintf(f, "%s%lld", i ? ", " : "", (long long)v->type.dims[i].value);
 	if (v->type.rank == 0)
@@ -322,13 +311,8 @@ static void fill_schedule(ChModule *cm, Schedule *s)
 		sk->dma[sk->ndma++] = (SchedDma){.dir = SCHED_OCM_TO_LRM, .bytes = rd, .what = "activations"};
 		sk->dma[sk->ndma++] = (SchedDma){.dir = SCHED_LRM_TO_OCM, .bytes = wr, .what = "activations"};
 		sk->nper_core = k->ncores;
-		for (int c = 0; c < k->ncores; c++) {
-			const ChCore *cc = &k->core[c];
-			sk->per_core[c] = (SchedCore){.core = cc->core, .macs = cc->macs, .alu_ops = cc->alu_ops,
-			                              .array_bytes = cc->array_bytes, .ocm_read = cc->ocm_read,
-			                              .ocm_write = cc->ocm_write, .ext_read = cc->ext_read,
-			                              .ext_write = cc->ext_write};
-		}
+		for (int c = 0; c < k->ncores; c++)
+			sk->per_core[c] = k->core[c];
 	}
 }
 

@@ -10,80 +10,18 @@
  */
 #include <check.h>
 #include "check_run.h"
+#include "unit_util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "passes/passes.h"
 #include "runtime/interp/interp.h"
 
-static Module *parse(const char *src)
-{
-	Module *m = NULL;
-	Diag d = {0};
-	int rc = text_parse(src, strlen(src), "t.onnxtxt", &m, &d);
-	ck_assert_msg(rc == WL_OK, "parse: %s", d.msg);
-	return m;
-}
-
-static void run_passes(Module *m, const char *passes)
-{
-	PipelineOptions o = {0};
-	o.passes = passes;
-	o.verify_each = true;
-	Diag d = {0};
-	ck_assert_msg(pipeline_run(m, &o, &d) == WL_OK, "%s: %s", passes, d.msg);
-	ck_assert_msg(ir_verify(m, &d) == WL_OK, "verify: %s", d.msg);
-}
-
-static int count_op(Module *m, const char *domain, const char *op)
-{
-	int k = 0;
-	FOR_NODES(m->graph, n)
-		if (!strcmp(n->op_type, op) && !strcmp(n->domain ? n->domain : "", domain))
-			k++;
-	return k;
-}
-
-/* Random float32 inputs (seeded), same for both runs. */
-typedef struct Inputs { RTensor t[8]; const char *name[8]; int n; } Inputs;
-
-static void make_inputs(Module *m, Inputs *in, unsigned seed)
-{
-	srand(seed);
-	in->n = 0;
-	Graph *g = m->graph;
-	for (int i = 0; i < g->ninputs; i++) {
-		Value *v = g->inputs[i];
-		if (v->init)
-			continue;
-		ck_assert_int_lt(in->n, 8);
-		ck_assert(v->type.elem == DT_FLOAT && type_shape_known(&v->type));
-		int64_t dims[RT_MAX_DIMS];
-		for (int k = 0; k < v->type.rank; k++)
-			dims[k] = v->type.dims[k].value;
-		RTensor *t = &in->t[in->n];
-		memset(t, 0, sizeof *t);
-		rt_alloc(t, DT_FLOAT, v->type.rank, dims);
-		float *p = t->data;
-		for (int64_t k = 0; k < rt_numel(t); k++)
-			p[k] = 6.0f * ((float)rand() / (float)RAND_MAX) - 3.0f;
-		in->name[in->n++] = v->name;
-	}
-}
-
 /* Runs m on the inputs; copies output o into *out (malloc'ed). */
 static void run(Module *m, Inputs *in, int o, RTensor *out)
 {
-	Exec *e = NULL;
-	Diag d = {0};
-	ck_assert_msg(exec_new(m, 1, &e, &d) == WL_OK, "exec_new: %s", d.msg);
-	for (int i = 0; i < in->n; i++)
-		ck_assert_msg(exec_bind(e, in->name[i], &in->t[i], &d) == WL_OK, "bind: %s", d.msg);
-	ck_assert_msg(exec_run(e, &d) == WL_OK, "run: %s", d.msg);
-	const RTensor *r = exec_output(e, o);
-	memset(out, 0, sizeof *out);
-	rt_alloc(out, r->dtype, r->ndim, r->dims);
-	memcpy(out->data, r->data, r->nbytes);
+	Exec *e = run_inputs(m, in, 1);
+	copy_tensor(out, exec_output(e, o));
 	exec_free(e);
 }
 
@@ -92,13 +30,13 @@ static void run(Module *m, Inputs *in, int o, RTensor *out)
 static void check_form(const char *src, const char *passes, const char *domain, const char *op, int want,
                        const char *gone)
 {
-	Module *ref = parse(src), *got = parse(src);
-	run_passes(got, passes);
+	Module *ref = parse_text(src), *got = parse_text(src);
+	run_pipeline(got, (PipelineOptions){.passes = passes});
 	ck_assert_int_eq(count_op(got, domain, op), want);
 	if (gone)
 		ck_assert_int_eq(count_op(got, "", gone), 0);
 	Inputs in;
-	make_inputs(ref, &in, 42);
+	make_inputs(ref, &in, 42, 3.0f, false);  /* float32 only */
 	for (int o = 0; o < ref->graph->noutputs; o++) {
 		RTensor a, b;
 		run(ref, &in, o, &a);
@@ -114,8 +52,7 @@ static void check_form(const char *src, const char *passes, const char *domain, 
 		rt_free(&a);
 		rt_free(&b);
 	}
-	for (int i = 0; i < in.n; i++)
-		rt_free(&in.t[i]);
+	free_inputs(&in);
 	module_free(ref);
 	module_free(got);
 }
@@ -230,8 +167,8 @@ START_TEST(fold_shape_chain)
 	char buf[2048];
 	const char *at = strstr(src, "int64 z = {0}");
 	snprintf(buf, sizeof buf, "%.*sint64[1] z1 = {0}, %s", (int)(at - src), src, at);
-	Module *m = parse(buf);
-	run_passes(m, "shape-infer,fold-constants,dce");
+	Module *m = parse_text(buf);
+	run_pipeline(m, (PipelineOptions){.passes = "shape-infer,fold-constants,dce"});
 	/* w is a graph output: its Expand stays, fed by a folded constant */
 	ck_assert_int_eq(count_op(m, "", "Shape"), 0);
 	ck_assert_int_eq(count_op(m, "", "Concat"), 0);
@@ -251,12 +188,5 @@ START_TEST(fold_shape_chain)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("canonicalize");
-	TCase *tc = tcase_create("forms");
-	check_add(tc, (const TTest *const[]){
-		gelu_erf, gelu_tanh, layernorm, rmsnorm, silu, contrib, fold_shape_chain, NULL
-	});
-	return check_run(s, tc);
-}
+CHECK_MAIN("canonicalize", "forms",
+	gelu_erf, gelu_tanh, layernorm, rmsnorm, silu, contrib, fold_shape_chain)

@@ -7,6 +7,7 @@
  * unknown op, bad data). */
 #include <check.h>
 #include "check_run.h"
+#include "unit_util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,15 +16,6 @@
 #include "onnx.pb-c.h"
 
 /* ---------------------------------------------------------------- helpers */
-
-static uint64_t rng_state = 88172645463325252ull;
-static double urand(void)      /* [-1, 1) */
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return (double)(rng_state >> 11) / (double)(1ull << 52) - 1.0;
-}
 
 static void fill(float *p, int64_t n, double scale)
 {

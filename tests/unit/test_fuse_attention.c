@@ -17,6 +17,7 @@
  */
 #include <check.h>
 #include "check_run.h"
+#include "unit_util.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,80 +57,14 @@ static char *lit_section(const char *file, const char *name)
 	return out;
 }
 
-static Module *parse(const char *src)
-{
-	Module *m = NULL;
-	Diag d = {0};
-	ck_assert_msg(text_parse(src, strlen(src), "t.onnxtxt", &m, &d) == WL_OK, "parse: %s", d.msg);
-	return m;
-}
-
-static void run_passes(Module *m, const char *passes, bool fp16)
-{
-	PipelineOptions o = {0};
-	o.passes = passes;
-	o.verify_each = true;
-	o.fuse.fp16_attention = fp16;
-	Diag d = {0};
-	ck_assert_msg(pipeline_run(m, &o, &d) == WL_OK, "%s: %s", passes, d.msg);
-	ck_assert_msg(ir_verify(m, &d) == WL_OK, "verify: %s", d.msg);
-}
-
-enum { MAXIO = 8 };
-typedef struct Inputs { RTensor t[MAXIO]; const char *name[MAXIO]; int n; } Inputs;
-
-/* Seeded inputs: floats in [-2, 2); integer inputs (attention_mask) get
- * 1 everywhere but element 1, which is 0 (a padded key). */
-static void make_inputs(Module *m, Inputs *in, unsigned seed)
-{
-	srand(seed);
-	in->n = 0;
-	Graph *g = m->graph;
-	for (int i = 0; i < g->ninputs; i++) {
-		Value *v = g->inputs[i];
-		if (v->init)
-			continue;
-		ck_assert_int_lt(in->n, MAXIO);
-		ck_assert(type_shape_known(&v->type));
-		int64_t dims[RT_MAX_DIMS];
-		for (int k = 0; k < v->type.rank; k++)
-			dims[k] = v->type.dims[k].value;
-		RTensor *t = &in->t[in->n];
-		memset(t, 0, sizeof *t);
-		rt_alloc(t, v->type.elem, v->type.rank, dims);
-		for (int64_t k = 0; k < rt_numel(t); k++) {
-			if (v->type.elem == DT_FLOAT)
-				((float *)t->data)[k] = 4.0f * ((float)rand() / (float)RAND_MAX) - 2.0f;
-			else
-				((int64_t *)t->data)[k] = k == 1 ? 0 : 1;
-		}
-		in->name[in->n++] = v->name;
-	}
-}
-
-static void free_inputs(Inputs *in)
-{
-	for (int i = 0; i < in->n; i++)
-		rt_free(&in->t[i]);
-}
-
 /* Runs m; copies every output into out[] (returns the count). */
 static int run(Module *m, Inputs *in, RTensor *out)
 {
-	Exec *e = NULL;
-	Diag d = {0};
-	ck_assert_msg(exec_new(m, 2, &e, &d) == WL_OK, "exec_new: %s", d.msg);
-	for (int i = 0; i < in->n; i++)
-		ck_assert_msg(exec_bind(e, in->name[i], &in->t[i], &d) == WL_OK, "bind: %s", d.msg);
-	ck_assert_msg(exec_run(e, &d) == WL_OK, "run: %s", d.msg);
+	Exec *e = run_inputs(m, in, 2);
 	int no = exec_output_count(e);
 	ck_assert_int_le(no, MAXIO);
-	for (int i = 0; i < no; i++) {
-		const RTensor *r = exec_output(e, i);
-		memset(&out[i], 0, sizeof out[i]);
-		rt_alloc(&out[i], r->dtype, r->ndim, r->dims);
-		memcpy(out[i].data, r->data, r->nbytes);
-	}
+	for (int i = 0; i < no; i++)
+		copy_tensor(&out[i], exec_output(e, i));
 	exec_free(e);
 	return no;
 }
@@ -152,11 +87,11 @@ static void compare(Module *ref, Module *got, const char *op, bool fp16);
 /* Fuses src with `pass`; the fused op must be the only node; compares. */
 static void check(const char *src, const char *pass, const char *op, bool fp16)
 {
-	Module *ref = parse(src), *got = parse(src);
-	run_passes(ref, "shape-infer", false);
+	Module *ref = parse_text(src), *got = parse_text(src);
+	run_pipeline(ref, (PipelineOptions){.passes = "shape-infer"});
 	char passes[256];
 	snprintf(passes, sizeof passes, "shape-infer,%s,fp16-attention,dce", pass);
-	run_passes(got, passes, fp16);
+	run_pipeline(got, (PipelineOptions){.passes = passes, .fuse.fp16_attention = fp16});
 	ck_assert_int_eq(got->graph->nnodes, 1);
 	Node *n = got->graph->first;
 	ck_assert_str_eq(n->op_type, op);
@@ -172,7 +107,7 @@ static void check(const char *src, const char *pass, const char *op, bool fp16)
 static void compare(Module *ref, Module *got, const char *op, bool fp16)
 {
 	Inputs in;
-	make_inputs(ref, &in, 7);
+	make_inputs(ref, &in, 7, 2.0f, true);
 	RTensor a[MAXIO], b[MAXIO];
 	int na = run(ref, &in, a), nb = run(got, &in, b);
 	ck_assert_int_eq(na, nb);
@@ -217,10 +152,10 @@ GQM_CASE(combined_where)
 static void check_msa(const char *section)
 {
 	char *src = lit_section("fuse_ms_attention.onnxtxt", section);
-	Module *ref = parse(src), *got = parse(src);
+	Module *ref = parse_text(src), *got = parse_text(src);
 	free(src);
-	run_passes(ref, "shape-infer", false);
-	run_passes(got, "shape-infer,fuse-ms-attention,dce", false);
+	run_pipeline(ref, (PipelineOptions){.passes = "shape-infer"});
+	run_pipeline(got, (PipelineOptions){.passes = "shape-infer,fuse-ms-attention,dce"});
 	ck_assert_int_eq(got->graph->nnodes, 2);
 	Node *p = got->graph->first, *a = p->next;
 	ck_assert_str_eq(p->op_type, "MatMulNBits");
@@ -289,15 +224,8 @@ START_TEST(test_gqa_step_fp16)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("fuse_attention");
-	TCase *tc = tcase_create("core");
-	check_add(tc, (const TTest *const[]){
-		test_wa_self, test_wa_causal, test_wa_qk, test_wa_past, test_wa_cross, test_wa_where,
-		test_wa_fp16, test_gqa_prefill, test_gqa_step, test_gqa_step_fp16, test_gqm_where_keep,
-		test_gqm_where_drop, test_gqm_trilu, test_gqm_trilu_where, test_gqm_combined,
-		test_gqm_combined_where, test_msa_self, test_msa_causal, test_msa_scale, NULL
-	});
-	return check_run(s, tc);
-}
+CHECK_MAIN("fuse_attention", "core",
+	test_wa_self, test_wa_causal, test_wa_qk, test_wa_past, test_wa_cross, test_wa_where,
+	test_wa_fp16, test_gqa_prefill, test_gqa_step, test_gqa_step_fp16, test_gqm_where_keep,
+	test_gqm_where_drop, test_gqm_trilu, test_gqm_trilu_where, test_gqm_combined,
+	test_gqm_combined_where, test_msa_self, test_msa_causal, test_msa_scale)

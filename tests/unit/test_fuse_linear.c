@@ -9,6 +9,7 @@
  */
 #include <check.h>
 #include "check_run.h"
+#include "unit_util.h"
 #include <math.h>
 #include <sndfile.h>
 #include <stdlib.h>
@@ -23,15 +24,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static uint64_t rng = 88172645463325252ull;
-static double urand(void)   /* [-1, 1) */
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (double)(rng >> 11) / (double)(1ull << 52) - 1.0;
-}
-
 /* Appends "{v0, v1, ...}" of n random values * scale (or ints in [0, imax)). */
 static void put_vals(char **p, int n, double scale, int imax)
 {
@@ -43,33 +35,6 @@ static void put_vals(char **p, int n, double scale, int imax)
 			*p += sprintf(*p, "%s%.7g", i ? ", " : "", urand() * scale);
 	}
 	*p += sprintf(*p, "}");
-}
-
-static Module *parse(const char *src)
-{
-	Module *m = NULL;
-	Diag d = {0};
-	ck_assert_msg(text_parse(src, strlen(src), "test.onnxtxt", &m, &d) == WL_OK, "%s", d.msg);
-	return m;
-}
-
-static void fuse(Module *m, const char *passes, bool argmax)
-{
-	PipelineOptions o = {0};
-	o.passes = passes;
-	o.verify_each = true;
-	o.fuse.append_argmax = argmax;
-	Diag d = {0};
-	ck_assert_msg(pipeline_run(m, &o, &d) == WL_OK, "%s", d.msg);
-}
-
-static int count_op(Module *m, const char *domain, const char *op)
-{
-	int k = 0;
-	FOR_NODES(m->graph, n)
-		if (strcmp(n->op_type, op) == 0 && strcmp(n->domain ? n->domain : "", domain) == 0)
-			k++;
-	return k;
 }
 
 /* Runs m with one input; copies every output into outs (caller frees). */
@@ -136,12 +101,12 @@ START_TEST(matmul_float_qkv)
 	put_vals(&p, 4, 1, 0);
 	p += sprintf(p, "> {\n  tq = MatMul (x, wq)\n  q = Add (tq, bq)\n  k = MatMul (x, wk)\n"
 	                "  tv = MatMul (x, wv)\n  v = Add (bv, tv)\n}\n");
-	Module *m = parse(src);
+	Module *m = parse_text(src);
 	int64_t xd[3] = {2, 3, 8};
 	RTensor x = rand_tensor(3, xd), ref[3], got[3];
 	const char *names[1] = {"x"};
 	ck_assert_int_eq(run(m, 1, names, &x, ref), 3);
-	fuse(m, "shape-infer,fuse-matmul-nbits,fuse-qkv,dce", false);
+	run_pipeline(m, (PipelineOptions){.passes = "shape-infer,fuse-matmul-nbits,fuse-qkv,dce"});
 	ck_assert_int_eq(count_op(m, "ai.wlower", "MatMulNBits"), 1);
 	ck_assert_int_eq(count_op(m, "", "MatMul") + count_op(m, "", "Add"), 0);
 	ck_assert_int_eq(m->graph->first->noutputs, 3);
@@ -181,12 +146,12 @@ START_TEST(matmul_nbits4_qkv)
 	p += sprintf(p, "> {\n  a = com.microsoft.MatMulNBits <K = 64, N = 4, bits = 4, block_size = 32> (x, qa, sa, za)\n"
 	                "  tb = com.microsoft.MatMulNBits <K = 64, N = 6, bits = 4, block_size = 32> (x, qb, sb, zb)\n"
 	                "  b = Add (tb, bb)\n}\n");
-	Module *m = parse(src);
+	Module *m = parse_text(src);
 	int64_t xd[2] = {5, 64};
 	RTensor x = rand_tensor(2, xd), ref[2], got[2];
 	const char *names[1] = {"x"};
 	ck_assert_int_eq(run(m, 1, names, &x, ref), 2);
-	fuse(m, "shape-infer,fuse-matmul-nbits,fuse-qkv,dce", false);
+	run_pipeline(m, (PipelineOptions){.passes = "shape-infer,fuse-matmul-nbits,fuse-qkv,dce"});
 	ck_assert_int_eq(count_op(m, "ai.wlower", "MatMulNBits"), 1);
 	ck_assert_int_eq(count_op(m, "com.microsoft", "MatMulNBits"), 0);
 	ck_assert_int_eq(run(m, 1, names, &x, got), 2);
@@ -231,12 +196,12 @@ START_TEST(conv_stem)
 	p += sprintf(p, "  h2 = Conv <kernel_shape = [3], pads = [1, 1], strides = [2]> (g1, w2, b2)\n");
 	put_gelu_erf(&p, "h2", "g2");
 	p += sprintf(p, "  t = Transpose <perm = [0, 2, 1]> (g2)\n  y = Add (t, pos)\n}\n");
-	Module *m = parse(src);
+	Module *m = parse_text(src);
 	int64_t xd[3] = {2, C, F};
 	RTensor x = rand_tensor(3, xd), ref, got;
 	const char *names[1] = {"x"};
 	run(m, 1, names, &x, &ref);
-	fuse(m, "fuse-conv-stem,dce", false);
+	run_pipeline(m, (PipelineOptions){.passes = "fuse-conv-stem,dce"});
 	ck_assert_int_eq(count_op(m, "ai.wlower", "ConvStem"), 1);
 	ck_assert_int_eq(m->graph->nnodes, 1);
 	run(m, 1, names, &x, &got);
@@ -262,7 +227,7 @@ START_TEST(greedy_argmax)
 	p += sprintf(p, ", float[4, 7] lm = ");
 	put_vals(&p, 28, 1, 0);
 	p += sprintf(p, "> {\n  h = Gather (emb, ids)\n  logits = MatMul (h, lm)\n}\n");
-	Module *m = parse(src);
+	Module *m = parse_text(src);
 	RTensor ids = {0}, ref, got;
 	int64_t idd[2] = {1, 3};
 	rt_alloc(&ids, DT_INT64, 2, idd);
@@ -270,7 +235,7 @@ START_TEST(greedy_argmax)
 	ip[0] = 2, ip[1] = 0, ip[2] = 6;
 	const char *names[1] = {"ids"};
 	run(m, 1, names, &ids, &ref);
-	fuse(m, "shape-infer,fuse-argmax", true);
+	run_pipeline(m, (PipelineOptions){.passes = "shape-infer,fuse-argmax", .fuse.append_argmax = true});
 	ck_assert_int_eq(count_op(m, "ai.wlower", "GreedyArgMax"), 1);
 	run(m, 1, names, &ids, &got);
 	ck_assert_int_eq(got.dtype, DT_INT32);
@@ -289,7 +254,7 @@ START_TEST(greedy_argmax)
 	free(src);
 
 	/* ties: the first index wins */
-	Module *t = parse("<ir_version: 8, opset_import: [\"\" : 17, \"ai.wlower\" : 1]>\n"
+	Module *t = parse_text("<ir_version: 8, opset_import: [\"\" : 17, \"ai.wlower\" : 1]>\n"
 	                  "g (float[2, 4] x) => (int32[2] y) {\n  y = ai.wlower.GreedyArgMax (x)\n}\n");
 	RTensor x = {0};
 	int64_t xd[2] = {2, 4};
@@ -371,7 +336,7 @@ START_TEST(log_mel_jfk)
 	sf_close(sf);
 	rt_alloc(&filt, DT_FLOAT, 2, fd);
 	whisper_mel_filters(80, filt.data);
-	Module *m = parse("<ir_version: 8, opset_import: [\"\" : 17, \"ai.wlower\" : 1]>\n"
+	Module *m = parse_text("<ir_version: 8, opset_import: [\"\" : 17, \"ai.wlower\" : 1]>\n"
 	                  "g (float[1, 480000] waveform, float[80, 201] mel_filters) => (float[1, 80, 3000] y) {\n"
 	                  "  y = ai.wlower.LogMel <n_fft = 400, hop = 160, n_mels = 80> (waveform, mel_filters)\n}\n");
 	const char *names[2] = {"waveform", "mel_filters"};
@@ -396,7 +361,7 @@ END_TEST
 /* fuse-logmel replaces the input and the graph still runs end to end. */
 START_TEST(log_mel_pass)
 {
-	Module *m = parse("<ir_version: 8, opset_import: [\"\" : 17]>\n"
+	Module *m = parse_text("<ir_version: 8, opset_import: [\"\" : 17]>\n"
 	                  "g (float[1, 80, 50] input_features) => (float[1, 80, 50] y) {\n"
 	                  "  y = Relu (input_features)\n}\n");
 	PipelineOptions o = {0};

@@ -295,15 +295,8 @@ START_TEST(diag_one_line)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ir");
-	TCase *tc = tcase_create("core");
-	check_add(tc, (const TTest *const[]){
-		build_and_verify, replace_and_remove, verifier_catches_use_before_def,
-		verifier_catches_undefined_output_and_arity, unique_names_and_scopes, attributes,
-		dtypes_and_ops, int4_and_half_reads, arena_big_and_small, pass_table_resolution,
-		atomic_files, diag_one_line, NULL
-	});
-	return check_run(s, tc);
-}
+CHECK_MAIN("ir", "core",
+	build_and_verify, replace_and_remove, verifier_catches_use_before_def,
+	verifier_catches_undefined_output_and_arity, unique_names_and_scopes, attributes,
+	dtypes_and_ops, int4_and_half_reads, arena_big_and_small, pass_table_resolution,
+	atomic_files, diag_one_line)

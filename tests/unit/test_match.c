@@ -7,15 +7,15 @@
  */
 #include <check.h>
 #include "check_run.h"
+#include "unit_util.h"
 #include <string.h>
 #include "passes/passes.h"
 #include "passes/match.h"
 
 static Module *parse(const char *src)
 {
-	Module *m = NULL;
+	Module *m = parse_text(src);
 	Diag d = {0};
-	ck_assert_msg(text_parse(src, strlen(src), "t.onnxtxt", &m, &d) == WL_OK, "parse: %s", d.msg);
 	PipelineOptions o = {0};
 	o.passes = "shape-infer";
 	ck_assert_msg(pipeline_run(m, &o, &d) == WL_OK, "shape-infer: %s", d.msg);
@@ -230,12 +230,5 @@ START_TEST(attention_pieces)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("match");
-	TCase *tc = tcase_create("match");
-	check_add(tc, (const TTest *const[]){
-		values_and_constants, match_sets, causal_masks, where_forms, norms, attention_pieces, NULL
-	});
-	return check_run(s, tc);
-}
+CHECK_MAIN("match", "match",
+	values_and_constants, match_sets, causal_masks, where_forms, norms, attention_pieces)

@@ -80,12 +80,5 @@ START_TEST(integers)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("metrics");
-	TCase *tc = tcase_create("metrics");
-	check_add(tc, (const TTest *const[]){
-		psnr_and_errors, nonfinite_and_mismatch, integers, NULL
-	});
-	return check_run(s, tc);
-}
+CHECK_MAIN("metrics", "metrics",
+	psnr_and_errors, nonfinite_and_mismatch, integers)

@@ -1080,18 +1080,11 @@ START_TEST(si_transpose_errors)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("passes");
-	TCase *tc = tcase_create("passes");
-	check_add(tc, (const TTest *const[]){
-		c2i_forms, c2i_subgraph, ie_basic, ie_kept, ie_dropout_and_subgraph, dce_basic,
-		dce_subgraphs, si_elementwise, si_broadcast_symbolic, si_broadcast_error, si_type_error,
-		si_matmul, si_matmul_error, si_gemm, si_conv, si_conv_errors, si_reduce,
-		si_reshape_chain, si_reshape_forms, si_reshape_error, si_gather_concat,
-		si_gather_concat_errors, si_slice, si_split_squeeze, si_split_errors, si_shape_ops,
-		si_expand_where_pattern, si_norms, si_contrib, si_declared, si_if_and_node_api,
-		si_transpose_errors, NULL
-	});
-	return check_run(s, tc);
-}
+CHECK_MAIN("passes", "passes",
+	c2i_forms, c2i_subgraph, ie_basic, ie_kept, ie_dropout_and_subgraph, dce_basic,
+	dce_subgraphs, si_elementwise, si_broadcast_symbolic, si_broadcast_error, si_type_error,
+	si_matmul, si_matmul_error, si_gemm, si_conv, si_conv_errors, si_reduce,
+	si_reshape_chain, si_reshape_forms, si_reshape_error, si_gather_concat,
+	si_gather_concat_errors, si_slice, si_split_squeeze, si_split_errors, si_shape_ops,
+	si_expand_where_pattern, si_norms, si_contrib, si_declared, si_if_and_node_api,
+	si_transpose_errors)

@@ -57,7 +57,8 @@ static Schedule sample(int cores[2], SchedBuffer bufs[2], SchedDma dma[2], Sched
 	return s;
 }
 
-START_TEST(test_round_trip)
+/* Writes the sample to DIR/schedule.json in a new DIR (returned; free it). */
+static char *write_sample(char path[512])
 {
 	int cores[2];
 	SchedBuffer bufs[2];
@@ -65,10 +66,17 @@ START_TEST(test_round_trip)
 	SchedSpill sp;
 	SchedKernel k;
 	Schedule s = sample(cores, bufs, dma, &sp, &k);
-	char *dir = tmpdir(), path[512];
-	snprintf(path, sizeof path, "%s/schedule.json", dir);
+	char *dir = tmpdir();
+	snprintf(path, 512, "%s/schedule.json", dir);
 	Diag d = {0};
 	ck_assert_int_eq(schedule_write(path, &s, &d), WL_OK);
+	return dir;
+}
+
+START_TEST(test_round_trip)
+{
+	char path[512], *dir = write_sample(path);
+	Diag d = {0};
 	char *first = slurp(path);
 	Schedule r;
 	ck_assert_int_eq(schedule_read(dir, &r, &d), WL_OK);
@@ -98,16 +106,8 @@ END_TEST
 /* ocm_peak_bytes replaced by TEXT: WL_OK, or the message after "DIR/schedule.json: " */
 static void check_peak(const char *text, const char *want)
 {
-	int cores[2];
-	SchedBuffer bufs[2];
-	SchedDma dma[2];
-	SchedSpill sp;
-	SchedKernel k;
-	Schedule s = sample(cores, bufs, dma, &sp, &k);
-	char *dir = tmpdir(), path[512];
-	snprintf(path, sizeof path, "%s/schedule.json", dir);
+	char path[512], *dir = write_sample(path);
 	Diag d = {0};
-	ck_assert_int_eq(schedule_write(path, &s, &d), WL_OK);
 	char *txt = slurp(path), *at = strstr(txt, "\"ocm_peak_bytes\":\t4096");
 	ck_assert_ptr_nonnull(at);
 	char edited[1 << 16];
@@ -145,11 +145,4 @@ START_TEST(test_u64_range)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("schedule");
-	TCase *tc = tcase_create("schedule");
-	tcase_add_test(tc, test_round_trip);
-	tcase_add_test(tc, test_u64_range);
-	return check_run(s, tc);
-}
+CHECK_MAIN("schedule", "schedule", test_round_trip, test_u64_range)

@@ -113,12 +113,5 @@ START_TEST(test_overlap_and_totals)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("sim_cost");
-	TCase *tc = tcase_create("cost");
-	check_add(tc, (const TTest *const[]){
-		test_names, test_raw, test_overlap_and_totals, NULL
-	});
-	return check_run(s, tc);
-}
+CHECK_MAIN("sim_cost", "cost",
+	test_names, test_raw, test_overlap_and_totals)

@@ -847,17 +847,10 @@ START_TEST(mutation_fuzz_never_crashes)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("text");
-	TCase *tc = tcase_create("core");
-	check_add(tc, (const TTest *const[]){
-		syntax_md_example, header_fields_and_layout, value_infos_printed, every_attribute_kind,
-		function_with_attribute_refs, every_dtype_bit_exact, dtype_literals, float_printing,
-		names_with_punctuation, quoted_names_and_empty_optionals,
-		type_comments_for_types_onnx_112_cannot_read, large_initializers_elided,
-		print_and_parse_files, errors_name_file_line_col, deep_nesting_is_an_error,
-		mutation_fuzz_never_crashes, NULL
-	});
-	return check_run(s, tc);
-}
+CHECK_MAIN("text", "core",
+	syntax_md_example, header_fields_and_layout, value_infos_printed, every_attribute_kind,
+	function_with_attribute_refs, every_dtype_bit_exact, dtype_literals, float_printing,
+	names_with_punctuation, quoted_names_and_empty_optionals,
+	type_comments_for_types_onnx_112_cannot_read, large_initializers_elided,
+	print_and_parse_files, errors_name_file_line_col, deep_nesting_is_an_error,
+	mutation_fuzz_never_crashes)

@@ -169,9 +169,7 @@ double ck_maxabs(const Tensor *t)
 /* binary16 bits of a double (RNE), as the runtime does. */
 static uint16_t f2h(double x)
 {
-	float fv = (float)x;
-	uint32_t u;
-	memcpy(&u, &fv, 4);
+	uint32_t u = f32_to_bits((float)x);
 	uint32_t s = (u >> 16) & 0x8000, e = (u >> 23) & 0xff, m = u & 0x7fffff;
 	if (e == 0xff)
 		return (uint16_t)(s | 0x7c00 | (m ? 0x200 : 0));

@@ -80,13 +80,8 @@ static void cost_kernel_of(const SchedKernel *sk, CostKernel *k)
 			k->ocm_to_ddr += sk->dma[j].bytes;
 	}
 	k->ncores = sk->nper_core;
-	for (int c = 0; c < sk->nper_core; c++) {
-		const SchedCore *sc = &sk->per_core[c];
-		k->core[c] = (CostCoreCounts){.core = sc->core, .macs = sc->macs, .alu_ops = sc->alu_ops,
-		                              .array_bytes = sc->array_bytes, .ocm_read = sc->ocm_read,
-		                              .ocm_write = sc->ocm_write, .ext_read = sc->ext_read,
-		                              .ext_write = sc->ext_write};
-	}
+	for (int c = 0; c < sk->nper_core; c++)
+		k->core[c] = sk->per_core[c];
 }
 
 int sim_schedule_read(const char *dir, SimSchedule *s, Diag *d)
