@@ -233,6 +233,23 @@ int exec_new(Module *m, int threads, Exec **out, Diag *d)
 	/* nodes */
 	int ni = 0;
 	FOR_NODES(g, n) {
+		/* Outputs with an empty name are absent (ONNX optional outputs). A
+		 * node none of whose outputs is present computes nothing anyone can
+		 * read: it is not run. One whose required output is absent is bad
+		 * input (the kernels write every output the op always has). */
+		bool any = n->noutputs == 0;
+		for (int i = 0; i < n->noutputs; i++)
+			any |= n->outputs[i] != NULL;
+		if (!any)
+			continue;
+		for (int i = 0; i < n->noutputs && i < op_info[n->op].min_out; i++)
+			if (!n->outputs[i]) {
+				char op[sizeof d->msg];
+				diag_fail(d, "%s: node '%s' (%s): output %d has an empty name, but the op always "
+				          "produces it (only optional outputs may be unnamed)", mpath(e),
+				          n->name ? n->name : "", node_op_name(n, op, sizeof op), i);
+				goto fail;
+			}
 		ENode *en = &e->nodes[ni];
 		en->n = n;
 		en->k = ref_kernel(n->op);
