@@ -109,7 +109,7 @@ static const OptSpec compile_opts[] = {
 	{"--prepend-logmel", NULL, OPT_FLAG, O(pipe.fuse.prepend_logmel)},
 	{"--append-argmax", NULL, OPT_FLAG, O(pipe.fuse.append_argmax)},
 	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
-	/* hardware (from "--cores" on): need --target */
+	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},
 	{"--ocm", NULL, OPT_SIZE, O(ocm), 65536, 1e12, false, "%s: '%s' is not a size like 32MB (at least 64KB)"},
 	{"--macs-per-pe", NULL, OPT_INT, O(macs_per_pe), 1, 1024, false, "%s: '%s' is not 1..1024"},
@@ -133,15 +133,17 @@ static bool given(const Options *o, const char *name)
 	return false;
 }
 
-static bool hardware_given(const Options *o)
+/* The hardware options, by target; they need --target. */
+static const char *const chimera_only[] = {"--cores", "--ocm", "--macs-per-pe", "--clock", "--ext-bw", NULL};
+static const char *const host_only[] = {"--cpu", "--threads", NULL};
+
+/* The first option of list that was given, or NULL. */
+static const char *first_given(const Options *o, const char *const *list)
 {
-	bool hw = false;
-	for (int k = 0; compile_opts[k].name; k++) {
-		hw |= strcmp(compile_opts[k].name, "--cores") == 0;
-		if (hw && o->seen[k])
-			return true;
-	}
-	return false;
+	for (; *list; list++)
+		if (given(o, *list))
+			return *list;
+	return NULL;
 }
 
 /* The support matrix: every op of the op table (compiler/ir/ops.def) and
@@ -229,12 +231,10 @@ static int compile(Options *o)
 static int compile_target(Options *o, TargetKind kind)
 {
 	bool chimera = kind != TARGET_HOST;
-	static const char *const chimera_only[] = {"--cores", "--ocm", "--macs-per-pe", "--clock", "--ext-bw", NULL};
-	static const char *const host_only[] = {"--cpu", "--threads", NULL};
-	for (const char *const *n = chimera ? host_only : chimera_only; *n; n++)
-		if (given(o, *n))
-			return cmd_usage(NULL, "%s is an option of %s, not of --target %s", *n,
-			                 chimera ? "--target host" : "the qc-* targets", o->target);
+	const char *other = first_given(o, chimera ? host_only : chimera_only);
+	if (other)
+		return cmd_usage(NULL, "%s is an option of %s, not of --target %s", other,
+		                 chimera ? "--target host" : "the qc-* targets", o->target);
 	if (!chimera && o->cpu && !host_cpu_known(o->cpu))
 		return cmd_usage(NULL, "--cpu: unknown CPU '%s' (64-bit x86; '--cpu help' lists them)", o->cpu);
 	TargetOptions to = {.kind = kind, .target_name = o->target, .model_path = o->model,
@@ -347,7 +347,7 @@ int cmd_compile(int argc, char **argv)
 			return cmd_usage(NULL, "--target: unknown target '%s' (qc-n, qc-p, qc-u, host)", o.target);
 		return compile_target(&o, kind);
 	}
-	if (hardware_given(&o))
+	if (first_given(&o, chimera_only) || first_given(&o, host_only))
 		return cmd_usage(NULL, "%s", "the hardware options (--cores, --ocm, ..., --cpu, --threads) need --target");
 	if (o.print_fracbits && !o.tranges)
 		return cmd_usage(NULL, "%s", "--print-fracbits needs --tranges FILE");
