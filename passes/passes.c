@@ -6,6 +6,9 @@
 
 const Pass pass_table[] = {
 	/* canonicalize: normal forms that fusion matches against */
+	{"specialize-dims", pass_specialize_dims,
+	 "nothing", "nothing (declared types become static)", "canonicalize",
+	 "--dim NAME=N: symbolic dims become static"},
 	{"constant-to-initializer", pass_constant_to_initializer,
 	 "nothing", "nothing (Constant nodes become initializers)", "canonicalize",
 	 "turn Constant nodes into initializers"},

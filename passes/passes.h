@@ -19,6 +19,13 @@ extern const Pass pass_table[];
 extern const int pass_count;
 const Pass *pass_find(const char *name);
 
+/* Options of the canonicalize group. */
+typedef struct DimBinding { const char *name; int64_t value; } DimBinding;
+typedef struct CanonOptions {
+	const DimBinding *dims;    /* --dim NAME=N: symbolic dims made static */
+	int ndims;
+} CanonOptions;
+
 /* Options of the fusing pipeline (the driver's flags). Passes that a flag
  * enables do nothing without it. */
 typedef struct FuseOptions {
@@ -36,6 +43,7 @@ typedef struct NumericsOptions {
 
 struct PassContext {
 	const char *model_path;
+	CanonOptions canon;
 	FuseOptions fuse;
 	NumericsOptions numerics;
 	/* set by passes for --time-passes / statistics */
@@ -54,6 +62,7 @@ typedef struct PipelineOptions {
 	FuseOptions fuse;
 	NumericsOptions numerics;
 	PrintOptions print;
+	CanonOptions canon;
 } PipelineOptions;
 
 /* Validates names (unknown pass → error listing valid names). */
@@ -67,6 +76,7 @@ int pass_constant_to_initializer(Module *m, PassContext *ctx, Diag *d);
 int pass_dce(Module *m, PassContext *ctx, Diag *d);
 int pass_identity_elim(Module *m, PassContext *ctx, Diag *d);
 int pass_shape_infer(Module *m, PassContext *ctx, Diag *d);
+int pass_specialize_dims(Module *m, PassContext *ctx, Diag *d);
 /* canonicalize (issue 4) */
 int pass_fold_constants(Module *m, PassContext *ctx, Diag *d);
 int pass_canonicalize_layernorm(Module *m, PassContext *ctx, Diag *d);

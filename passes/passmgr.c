@@ -124,7 +124,7 @@ int pipeline_run(Module *m, const PipelineOptions *opt, Diag *d)
 	FILE *pf = opt->print_to ? opt->print_to : stderr;
 	double times[MAX_PIPE], total = 0;
 	int nodes[MAX_PIPE], changes[MAX_PIPE];
-	PassContext ctx = {.model_path = m->path, .fuse = opt->fuse, .numerics = opt->numerics};
+	PassContext ctx = {.model_path = m->path, .canon = opt->canon, .fuse = opt->fuse, .numerics = opt->numerics};
 	for (int i = 0; i < n; i++) {
 		double t0 = wl_now_ms();
 		ctx.changed = 0;

@@ -51,6 +51,10 @@ static const char usage_main[] =
 "                        node computes Whisper's log-mel feeding the old input\n"
 "  --append-argmax       logits outputs become int32 token ids (ai.wlower.GreedyArgMax)\n"
 "  --fp16-attention      mark the attention-adjacent edges float16\n"
+"  --dim NAME=N          make the symbolic dim NAME static (repeatable), e.g. --dim\n"
+"                        batch_size=1 --dim sequence_length=16 for an Optimum export;\n"
+"                        dims written as sums of names (past_sequence_length +\n"
+"                        sequence_length) follow\n"
 "\n"
 "compilation to a target (writes the module directory DIR, atomically):\n"
 "  --target qc-n|qc-p|qc-u|host -o DIR\n"
@@ -84,6 +88,7 @@ typedef struct Options {
 	long cores, macs_per_pe, threads;
 	double ocm, clock, ext_bw;
 	bool print_weights, external_data, list_passes, list_ops, stats, print_fracbits;
+	OptList dims;                  /* --dim NAME=N, each occurrence */
 	bool seen[32];                 /* per row of compile_opts: given */
 	PipelineOptions pipe;
 } Options;
@@ -109,6 +114,7 @@ static const OptSpec compile_opts[] = {
 	{"--prepend-logmel", NULL, OPT_FLAG, O(pipe.fuse.prepend_logmel)},
 	{"--append-argmax", NULL, OPT_FLAG, O(pipe.fuse.append_argmax)},
 	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
+	{"--dim", NULL, OPT_LIST, O(dims)},
 	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},
 	{"--ocm", NULL, OPT_SIZE, O(ocm), 65536, 1e12, false, "%s: '%s' is not a size like 32MB (at least 64KB)"},
@@ -187,6 +193,35 @@ static void print_stats(const Module *m, double t_read, long rss_read, double t_
 	        "arena %.1f MB, mapped %.1f MB, peak RSS %.1f MB\n",
 	        t_read, rss_read / 1e3, t_pass, t_write, arena_bytes(m->arena) / 1e6, mapped / 1e6,
 	        peak_rss_kb() / 1e3);
+}
+
+/* --dim NAME=N (N in 1..2^31-1, a name once) into o->pipe.canon. */
+static int parse_dims(Options *o)
+{
+	if (!o->dims.n)
+		return CMD_OK;
+	DimBinding *b = calloc((size_t)o->dims.n, sizeof *b);
+	if (!b)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	o->pipe.canon.dims = b;
+	for (int i = 0; i < o->dims.n; i++) {
+		const char *arg = o->dims.v[i], *eq = strchr(arg, '=');
+		char *end = NULL;
+		long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
+		if (!eq || eq == arg || !eq[1] || *end || v < 1 || v > INT32_MAX)
+			return cmd_usage(NULL, "--dim '%s': expected NAME=N with N in 1..2147483647", arg);
+		char *name = strndup(arg, (size_t)(eq - arg));
+		if (!name)
+			wl_die(__FILE__, __LINE__, "out of memory");
+		for (int k = 0; k < i; k++)
+			if (strcmp(b[k].name, name) == 0) {
+				free(name);
+				return cmd_usage(NULL, "--dim %.*s given twice", (int)(eq - arg), arg);
+			}
+		b[i] = (DimBinding){name, v};
+		o->pipe.canon.ndims = i + 1;
+	}
+	return CMD_OK;
 }
 
 /* The whole compiler, top to bottom. */
@@ -306,6 +341,8 @@ static int compile_target(Options *o, TargetKind kind)
 	return 0;
 }
 
+static int dispatch(Options *o);
+
 int cmd_compile(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -324,44 +361,56 @@ int cmd_compile(int argc, char **argv)
 	}
 	Options o = {0};
 	int rc = opt_parse(NULL, compile_opts, argc, argv, &o, &o.model, "model", o.seen);
-	if (rc)
-		return rc;
-	if (o.list_passes) {
+	if (rc == CMD_OK)
+		rc = parse_dims(&o);
+	if (rc == CMD_OK)
+		rc = dispatch(&o);
+	for (int i = 0; i < o.pipe.canon.ndims; i++)
+		free((char *)o.pipe.canon.dims[i].name);
+	free((DimBinding *)o.pipe.canon.dims);
+	opt_free_lists(compile_opts, &o);
+	return rc;
+}
+
+/* After parsing: the listings, then compile to a file or to a target. */
+static int dispatch(Options *o)
+{
+	if (o->list_passes) {
 		list_passes();
 		return 0;
 	}
-	if (o.list_ops) {
+	if (o->list_ops) {
 		list_ops();
 		return 0;
 	}
-	if (o.cpu && strcmp(o.cpu, "help") == 0) {
+	if (o->cpu && strcmp(o->cpu, "help") == 0) {
 		printf("--cpu names for --target host:\n");
 		host_cpu_list(stdout);
 		return 0;
 	}
-	if (!o.model)
+	if (!o->model)
 		return cmd_usage(NULL, "%s", "no model given");
-	if (o.target) {
-		TargetKind kind = target_parse(o.target);
+	if (o->target) {
+		TargetKind kind = target_parse(o->target);
 		if (kind == TARGET_NONE)
-			return cmd_usage(NULL, "--target: unknown target '%s' (qc-n, qc-p, qc-u, host)", o.target);
-		return compile_target(&o, kind);
+			return cmd_usage(NULL, "--target: unknown target '%s' (qc-n, qc-p, qc-u, host)", o->target);
+		return compile_target(o, kind);
 	}
-	if (first_given(&o, chimera_only) || first_given(&o, host_only))
+	if (first_given(o, chimera_only) || first_given(o, host_only))
 		return cmd_usage(NULL, "%s", "the hardware options (--cores, --ocm, ..., --cpu, --threads) need --target");
-	if (o.print_fracbits && !o.tranges)
+	if (o->print_fracbits && !o->tranges)
 		return cmd_usage(NULL, "%s", "--print-fracbits needs --tranges FILE");
 	/* Without --target, --tranges runs the numerics group in the pipeline
 	 * (e.g. --stop-after=assign-fracbits --print-fracbits to see the formats). */
-	o.pipe.numerics.tranges_path = o.tranges;
-	o.pipe.numerics.print_fracbits = o.print_fracbits;
-	if (o.pipe.passes && o.pipe.stop_after)
+	o->pipe.numerics.tranges_path = o->tranges;
+	o->pipe.numerics.print_fracbits = o->print_fracbits;
+	if (o->pipe.passes && o->pipe.stop_after)
 		return cmd_usage(NULL, "%s", "--passes and --stop-after cannot be combined");
-	if (!o.emit)
-		o.emit = (o.out && str_ends_with(o.out, ".onnx")) ? "onnx" : "onnx-text";
-	if (strcmp(o.emit, "onnx") != 0 && strcmp(o.emit, "onnx-text") != 0)
-		return cmd_usage(NULL, "--emit: unknown format '%s' (onnx, onnx-text)", o.emit);
-	if (strcmp(o.emit, "onnx") == 0 && (!o.out || strcmp(o.out, "-") == 0))
+	if (!o->emit)
+		o->emit = (o->out && str_ends_with(o->out, ".onnx")) ? "onnx" : "onnx-text";
+	if (strcmp(o->emit, "onnx") != 0 && strcmp(o->emit, "onnx-text") != 0)
+		return cmd_usage(NULL, "--emit: unknown format '%s' (onnx, onnx-text)", o->emit);
+	if (strcmp(o->emit, "onnx") == 0 && (!o->out || strcmp(o->out, "-") == 0))
 		return cmd_usage(NULL, "%s", "--emit onnx needs -o FILE");
-	return compile(&o);
+	return compile(o);
 }
