@@ -10,6 +10,9 @@
  *                                                  Slice (qh, 0, hd/2)), sin))   # RoPE; kr likewise
  *        cos/sin: constants [1,1,T,hd] (folded), or Unsqueeze (Gather (table, position_ids))
  *   ka = Concat <axis=2> (past_k, kr)                    # optional; va = Concat (past_v, vh)
+ *                                                        # without past, kr and vh may be graph
+ *                                                        # outputs (a prefill returning its cache):
+ *                                                        # they become present_k, present_v
  *   kx = Reshape (Expand (Unsqueeze <axes=[2]> (ka), _), _)   # repeat_kv [B,H,L,hd]; absent if g = 1
  *   s  = Div (MatMul (qr, Transpose <perm=[0,1,3,2]> (kx)), c) # or Mul by 1/c, c scalar
  *   s' = Add (s, mask)        # optional: a causal constant [.., T, L], leading dims 1 (the first
@@ -235,6 +238,17 @@ static Value *mask_combined(const GqMatch *m, const Value *mask)
 	return mask_padding(m, pad);
 }
 
+/* Is v a graph output or read by a node outside the match? */
+static bool used_outside(const MatchSet *s, const Value *v)
+{
+	if (v->is_output)
+		return true;
+	for (int u = 0; u < v->nusers; u++)
+		if (!match_contains(s, v->users[u].node))
+			return true;
+	return false;
+}
+
 static bool match_gqa(Node *sm, GqMatch *m)
 {
 	memset(m, 0, sizeof *m);
@@ -328,6 +342,11 @@ static bool match_gqa(Node *sm, GqMatch *m)
 	Value *vh = match_past(&m->c.set, va, &m->past_v, &m->c.present_v);
 	if (!vh || !(m->v = match_split(m, vh, m->Hkv)) || !m->past_k != !m->past_v)
 		return false;
+	if (!m->past_k && (used_outside(&m->c.set, kr) || used_outside(&m->c.set, vh))) {
+		/* a prefill that returns its cache: the rotated keys and the values are presents */
+		m->c.present_k = kr;
+		m->c.present_v = vh;
+	}
 	if (m->past_k) {
 		int64_t pd[MATCH_MAXR];
 		static_shape(m->past_k, pd);

@@ -24,6 +24,7 @@ typedef struct DimBinding { const char *name; int64_t value; } DimBinding;
 typedef struct CanonOptions {
 	const DimBinding *dims;    /* --dim NAME=N: symbolic dims made static */
 	int ndims;
+	int64_t max_seq;           /* --max-seq N: rows of RoPE tables (0: default 4096) */
 } CanonOptions;
 
 /* Options of the fusing pipeline (the driver's flags). Passes that a flag
@@ -83,6 +84,7 @@ int pass_canonicalize_layernorm(Module *m, PassContext *ctx, Diag *d);
 int pass_canonicalize_gelu(Module *m, PassContext *ctx, Diag *d);
 int pass_canonicalize_rmsnorm(Module *m, PassContext *ctx, Diag *d);
 int pass_canonicalize_silu(Module *m, PassContext *ctx, Diag *d);
+int pass_canonicalize_rope(Module *m, PassContext *ctx, Diag *d);
 /* fuse (issue 4) */
 int pass_fuse_conv_stem(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_ms_attention(Module *m, PassContext *ctx, Diag *d);

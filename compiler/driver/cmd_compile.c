@@ -55,7 +55,8 @@ static const char usage_main[] =
 "                        batch_size=1 --dim sequence_length=16 for an Optimum export;\n"
 "                        dims written as sums of names (past_sequence_length +\n"
 "                        sequence_length) follow\n"
-"\n"
+"  --max-seq N           the longest sequence the program sees: RoPE computed from\n"
+"                        position_ids becomes a table of N rows (default 4096)\n""\n"
 "compilation to a target (writes the module directory DIR, atomically):\n"
 "  --target qc-n|qc-p|qc-u|host -o DIR\n"
 "                        qc-*: Chimera GPNPU (8x8, 16x16, 32x32 PEs): CCL C++ + schedule.json,\n"
@@ -115,6 +116,7 @@ static const OptSpec compile_opts[] = {
 	{"--append-argmax", NULL, OPT_FLAG, O(pipe.fuse.append_argmax)},
 	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
 	{"--dim", NULL, OPT_LIST, O(dims)},
+	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},
 	{"--ocm", NULL, OPT_SIZE, O(ocm), 65536, 1e12, false, "%s: '%s' is not a size like 32MB (at least 64KB)"},

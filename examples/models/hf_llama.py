@@ -143,11 +143,20 @@ def build(torch, cfg):
             causal = torch.zeros(q_len, total).masked_fill(~allowed, MIN)
             pad = (1.0 - attention_mask[:, None, None, :].float()) * MIN
             return (causal[None, None, :, :] + pad).clamp(min=MIN)
-        # "expanded": transformers' _prepare_4d_causal_attention_mask (eager)
-        causal = torch.zeros(q_len, total).masked_fill(~allowed, MIN)
-        causal = causal[None, None, :, :].expand(bsz, 1, q_len, total)
+        # "expanded": transformers' _prepare_4d_causal_attention_mask (eager, 4.36-4.37):
+        # _expand_mask, then masked_fill of _make_causal_mask where it is set; no causal part
+        # for one query (so the single-token graph has the padding mask only)
         inverted = 1.0 - attention_mask[:, None, None, :].expand(bsz, 1, q_len, total).float()
-        return causal.masked_fill(inverted.bool(), MIN)
+        expanded = inverted.masked_fill(inverted.bool(), MIN)
+        if q_len == 1:
+            return expanded
+        causal = torch.full((q_len, q_len), MIN)
+        cond = torch.arange(q_len)
+        causal.masked_fill_(cond < (cond + 1).view(q_len, 1), 0)
+        if past_len > 0:
+            causal = torch.cat([torch.zeros(q_len, past_len), causal], dim=-1)
+        causal = causal[None, None, :, :].expand(bsz, 1, q_len, total)
+        return causal.masked_fill(expanded.bool(), MIN)
 
     class CausalLM(nn.Module):
         def __init__(self, c):

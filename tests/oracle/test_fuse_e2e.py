@@ -11,7 +11,11 @@ Optimum-style dynamic exports (`--dynamic`: Shape/Gather/Concat chains, input di
 static) of whisper tiny (opset 17, q) and Qwen2 small (prefill with attention_mask:
 causal + padding mask); and a BERT-style block of com.microsoft Attention (packed QKV,
 unidirectional) + SkipLayerNormalization, as onnxruntime's transformers optimizer writes
-it (contrib-attention: built here with onnx.helper).
+it (contrib-attention: built here with onnx.helper); and the real stories260K (llama2.c
+checkpoint, 5 layers, GQA 8/4 heads) converted by examples/models/llama2c.py to an Optimum
+export with symbolic dims (decoder_model: prompt of 8 with its presents; decoder_with_past_model:
+one token after 7), RoPE computed at run time and from a table, compiled with --dim and
+--max-seq, inputs: ids, a mask of ones, positions P..P+S-1, seeded past K/V.
 
 For each: `wlower M --stop-after=fuse --emit onnx -o F.onnx`, the op histogram of
 F (always printed), then the checks
@@ -99,20 +103,22 @@ def expected_counts(graph, layers):
     """(op, count) the fused graph must hold."""
     if graph == "encoder_model":
         return [("WhisperAttention", layers), ("ConvStem", 1)]
-    if graph.startswith("decoder"):
+    if graph.startswith("decoder") and not graph.endswith("_model"):
         return [("WhisperAttention", 2 * layers)]
     if graph in ("prefill", "single_token"):
         return [("GroupQueryAttention", layers)]
+    if graph in ("decoder_model", "decoder_with_past_model"):   # llama2c: 5 layers
+        return [("GroupQueryAttention", LLAMA2C_LAYERS)]
     if graph == "contrib":
         return [("WhisperAttention", layers)]
     return []
 
 
-def one_graph(args, tally, label, model, graph, layers, feeds, work):
+def one_graph(args, tally, label, model, graph, layers, feeds, work, extra=()):
     print("%s:" % label, flush=True)
     os.makedirs(work, exist_ok=True)
     fused = os.path.join(work, "fused.onnx")
-    r, t = ro.sh([args.wlower, model, "--stop-after=" + args.stop_after, "--emit", "onnx", "-o", fused])
+    r, t = ro.sh([args.wlower, model, "--stop-after=" + args.stop_after, "--emit", "onnx", "-o", fused] + list(extra))
     if r.returncode != 0:
         tally.failed.append("%s: compile" % label)
         print("  FAIL compile: wlower exited %d: %s" % (r.returncode, ro.brief(r.stderr)), flush=True)
@@ -206,6 +212,38 @@ def contrib_graph(outdir, layers=1, S=8, D=64, H=4, seed=7):
             g.standard_normal((1, S, D)).astype(np.float32))
 
 
+LLAMA2C_LAYERS = 5
+LLAMA2C_CKPT = os.path.join(os.path.dirname(ro.ROOT), "shared", "data", "llama2c",
+                            "stories260K.bin")
+# graph -> (--dim values, prompt rows S, past rows P)
+LLAMA2C_SHAPES = {"decoder_model": ({"batch_size": 1, "sequence_length": 8}, 8, 0),
+                  "decoder_with_past_model": ({"batch_size": 1, "sequence_length": 1,
+                                               "past_sequence_length": 7}, 1, 7)}
+
+
+def llama_inputs(graph, out_dir, vocab=512, kv_heads=4, head_dim=8):
+    """Feeds and compile options for a llama2c export graph (see LLAMA2C_SHAPES)."""
+    import numpy as np
+    dims, S, P = LLAMA2C_SHAPES[graph]
+    os.makedirs(out_dir, exist_ok=True)
+    g = np.random.default_rng(260)
+    arrays = {"input_ids": g.integers(0, vocab, size=(1, S)).astype(np.int64),
+              "attention_mask": np.ones((1, P + S), dtype=np.int64),
+              "position_ids": np.arange(P, P + S, dtype=np.int64)[None]}
+    for i in range(LLAMA2C_LAYERS if P else 0):
+        for kv in ("key", "value"):
+            arrays["past_key_values.%d.%s" % (i, kv)] = g.standard_normal((1, kv_heads, P, head_dim)).astype(np.float32)
+    feeds = []
+    for name, a in arrays.items():
+        f = os.path.join(out_dir, name + ".npy")
+        np.save(f, a)
+        feeds.append("%s=%s" % (name, f))
+    extra = ["--max-seq", "512"]
+    for k, v in dims.items():
+        extra += ["--dim", "%s=%d" % (k, v)]
+    return feeds, extra
+
+
 def generate(tag, cmd, outdir):
     if os.path.exists(os.path.join(outdir, "done")):
         return True
@@ -217,7 +255,8 @@ def generate(tag, cmd, outdir):
             return False
         open(os.path.join(outdir, "done"), "w").close()
         return True
-    r, t = ro.sh(cmd + ["--out", outdir, "--ref", os.path.join(outdir, "ref")])
+    ref = [] if tag.startswith("llama2c") else ["--ref", os.path.join(outdir, "ref")]
+    r, t = ro.sh(cmd + ["--out", outdir] + ref)
     if r.returncode != 0:
         print("FAIL %s: generator: %s" % (tag, (r.stdout + r.stderr).strip()[-600:]), flush=True)
         return False
@@ -270,10 +309,14 @@ def main():
                                          "--hidden", "256", "--heads", "4", "--kv-heads", "2", "--ffn", "512",
                                          "--vocab", "1000", "--max-pos", "64", "--dynamic", "--prefill-mask"]))
     sets.append(("contrib-attention", None))
+    for rope in ("runtime", "cache"):
+        sets.append(("llama2c-stories260K-%s-rope" % rope,
+                     [ro.PY, os.path.join(ro.MODELS, "llama2c.py"), LLAMA2C_CKPT, "--rope", rope]))
     gen_failed = 0
     for tag, cmd in sets:
         graphs = ("contrib",) if cmd is None else ("encoder_model", "decoder_prefill", "decoder_with_past",
-                                                   "prefill", "single_token")
+                                                   "prefill", "single_token", "decoder_model",
+                                                   "decoder_with_past_model")
         if args.only and not any(args.only in "%s/%s" % (tag, g) for g in graphs):
             continue
         outdir = os.path.join(args.workdir, tag)
@@ -284,7 +327,11 @@ def main():
             g = model[:-5]
             path = os.path.join(outdir, model)
             ref = os.path.join(outdir, "ref", g)
-            feeds = ro.make_inputs(path, ref if os.path.isdir(ref) else None, os.path.join(outdir, "inputs", g))
+            extra = []
+            if tag.startswith("llama2c"):
+                feeds, extra = llama_inputs(g, os.path.join(outdir, "inputs", g))
+            else:
+                feeds = ro.make_inputs(path, ref if os.path.isdir(ref) else None, os.path.join(outdir, "inputs", g))
             for q in (False, True):
                 label = "%s/%s%s" % (tag, g, "+nbits" if q else "")
                 if args.only and args.only not in label:
@@ -298,7 +345,8 @@ def main():
                             tally.failed.append("%s: quantize" % label)
                             print("FAIL %s: wlower quantize: %s" % (label, ro.brief(r.stderr)), flush=True)
                             continue
-                one_graph(args, tally, label, m, g, layers, feeds, os.path.join(outdir, "run", label.split("/")[1]))
+                one_graph(args, tally, label, m, g, layers, feeds, os.path.join(outdir, "run", label.split("/")[1]),
+                          extra)
     failed = len(tally.failed) + gen_failed
     if tally.failed:
         print("failed checks:")
