@@ -85,7 +85,7 @@ static int bad_input(const Diag *d)
 }
 
 typedef struct Options {
-	const char *model, *out, *emit, *tranges, *target, *cpu;
+	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline;
 	long cores, macs_per_pe, threads;
 	double ocm, clock, ext_bw;
 	bool print_weights, external_data, list_passes, list_ops, stats, print_fracbits;
@@ -116,6 +116,7 @@ static const OptSpec compile_opts[] = {
 	{"--append-argmax", NULL, OPT_FLAG, O(pipe.fuse.append_argmax)},
 	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
 	{"--dim", NULL, OPT_LIST, O(dims)},
+	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},
@@ -265,7 +266,9 @@ static int compile(Options *o)
 	return rc == WL_OK ? 0 : bad_input(&d);
 }
 
-static int compile_target(Options *o, TargetKind kind)
+/* The TargetOptions of the command line (usage errors for options of the
+ * other target, --emit, a missing -o or --tranges). */
+static int target_options(Options *o, TargetKind kind, TargetOptions *out)
 {
 	bool chimera = kind != TARGET_HOST;
 	const char *other = first_given(o, chimera ? host_only : chimera_only);
@@ -306,6 +309,30 @@ static int compile_target(Options *o, TargetKind kind)
 		o->pipe.numerics.tranges_path = o->tranges;
 		o->pipe.numerics.print_fracbits = o->print_fracbits;
 	}
+	/* the passes the manifest lists: the default pipeline (numerics for qc-* only) */
+	static const char *names[256];
+	int nn = 0;
+	for (int i = 0; i < pass_count && nn < 256; i++)
+		if (chimera || !pass_table[i].group || strcmp(pass_table[i].group, "numerics") != 0)
+			names[nn++] = pass_table[i].name;
+	to.passes_run = names;
+	to.npasses_run = nn;
+	*out = to;
+	return CMD_OK;
+}
+
+static int compile_target(Options *o, TargetKind kind)
+{
+	TargetOptions to;
+	int urc = target_options(o, kind, &to);
+	if (urc != CMD_OK)
+		return urc;
+	bool chimera = kind != TARGET_HOST;
+	if (o->pipeline) {
+		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = o->target, .out = o->out,
+		                   .to = &to, .pipe = &o->pipe};
+		return cmd_compile_pipeline(&pa);
+	}
 
 	Diag d = {0};
 	Module *m = NULL;
@@ -315,13 +342,6 @@ static int compile_target(Options *o, TargetKind kind)
 		module_free(m);
 		return bad_input(&d);
 	}
-	const char *names[256];
-	int nn = 0;
-	for (int i = 0; i < pass_count && nn < 256; i++)
-		if (chimera || !pass_table[i].group || strcmp(pass_table[i].group, "numerics") != 0)
-			names[nn++] = pass_table[i].name;
-	to.passes_run = names;
-	to.npasses_run = nn;
 
 	char *tmp = NULL;
 	int rc = outdir_begin(o->out, &tmp, &d);
@@ -392,6 +412,17 @@ static int dispatch(Options *o)
 	}
 	if (!o->model)
 		return cmd_usage(NULL, "%s", "no model given");
+	if (o->pipeline && o->target && strcmp(o->target, "ref") == 0) {
+		if (first_given(o, chimera_only) || first_given(o, host_only) || !o->out)
+			return cmd_usage(NULL, "%s", "--target ref takes no hardware options and needs -o DIR");
+		TargetOptions to = {.target_name = "ref", .model_path = o->model, .fuse = o->pipe.fuse,
+		                    .t_start_ms = wl_now_ms()};
+		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = "ref", .out = o->out, .ref = true,
+		                   .to = &to, .pipe = &o->pipe};
+		return cmd_compile_pipeline(&pa);
+	}
+	if (o->pipeline && !o->target)
+		return cmd_usage(NULL, "%s", "--pipeline needs --target ref|host|qc-n|qc-p|qc-u and -o DIR");
 	if (o->target) {
 		TargetKind kind = target_parse(o->target);
 		if (kind == TARGET_NONE)

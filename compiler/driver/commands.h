@@ -7,6 +7,8 @@
  *   cmd_calibrate.c  wlower calibrate
  *   cmd_quantize.c   wlower quantize
  *   cmd_sim.c        wlower sim
+ *   cmd_pipeline.c   wlower SRC --pipeline KIND (a pipeline directory of programs)
+ *   cmd_generate.c   wlower generate (the LLM loop on a pipeline directory)
  *   options.c        the helpers below, shared by the commands
  *
  * main() calls cmd_X(argc - 1, argv + 1): argv[0] is the command's name
@@ -25,6 +27,18 @@ int cmd_run(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+
+/* cmd_pipeline.c: `wlower SRC --pipeline KIND --target T -o OUT` (called by
+ * cmd_compile with the options it parsed). */
+struct TargetOptions;
+typedef struct PipelineArgs {
+	const char *src, *kind, *target, *out;
+	bool ref;                            /* --target ref: fused ONNX on the reference executor */
+	const struct TargetOptions *to;      /* host/qc-*: as for --target */
+	const PipelineOptions *pipe;         /* fuse flags, --max-seq, ... (dims are per program) */
+} PipelineArgs;
+int cmd_compile_pipeline(const PipelineArgs *pa);
 
 /* ---------------------------------------------------------------- options.c */
 

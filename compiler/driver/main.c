@@ -13,6 +13,7 @@ static const struct {
 	{"calibrate", cmd_calibrate},
 	{"quantize", cmd_quantize},
 	{"sim", cmd_sim},
+	{"generate", cmd_generate},
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,215 @@
+/* cmd_generate.c — `wlower generate`: autoregressive greedy decoding on an
+ * LLM pipeline directory (runtime/pipelines/llm.c), with a report in the
+ * style of llama-bench (prompt processing and token generation tokens/s).
+ *
+ *   wlower generate --pipeline PIPE_DIR --prompt-ids 1,2,3 [--max-new-tokens N]
+ *                   [--threads N] [--reps N] [--ignore-eos] [--stream] [--json FILE]
+ *
+ * stdout: the generated ids, comma-separated, one line (or one id at a time
+ * with --stream). stderr: the report. --json FILE (atomic): {"ids": [...],
+ * "prompt_ids": [...], "report": {...}}.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compiler/driver/commands.h"
+#include "runtime/pipelines/pipeline.h"
+
+static const char CMD[] = "generate";
+
+static const char usage_generate[] =
+"usage: wlower generate --pipeline PIPE_DIR --prompt-ids ID,ID,... [options]\n"
+"\n"
+"Greedy decoding (argmax, first index on ties) with the pipeline's step program\n"
+"and its static-size KV cache, one position at a time (the prompt too).\n"
+"PIPE_DIR: 'wlower LLM_DIR --pipeline llm --target ref|host -o PIPE_DIR'.\n"
+"\n"
+"  --prompt-ids LIST     prompt token ids, comma-separated (e.g. 1: the BOS id)\n"
+"  --max-new-tokens N    ids to generate (default 32); prompt + N <= max_seq\n"
+"  --ignore-eos          do not stop at the model's eos id\n"
+"  --stream              print each id as it is generated\n"
+"  --threads N           threads for the kernels (default: the online CPUs)\n"
+"  --reps N              generate N times (same ids) and report mean +- sd\n"
+"  --json FILE           write {\"ids\", \"prompt_ids\", \"report\"} to FILE (atomically)\n"
+"  -h, --help            this help\n"
+"\n"
+"stdout: the generated ids (prompt excluded), comma-separated; stderr: the report\n"
+"(prompt processing and token generation tokens/s, per-step time).\n"
+"exit status: 0 success, 1 bad input (one line naming the file or the id), 2 usage error\n";
+
+typedef struct GenArgs {
+	const char *pipeline, *prompt, *json;
+	long max_new, threads, reps;
+	bool ignore_eos, stream;
+} GenArgs;
+
+#define O(f) offsetof(GenArgs, f)
+static const OptSpec gen_opts[] = {
+	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
+	{"--prompt-ids", NULL, OPT_STRING, O(prompt)},
+	{"--json", NULL, OPT_STRING, O(json)},
+	{"--max-new-tokens", NULL, OPT_INT, O(max_new), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
+	{"--threads", NULL, OPT_INT, O(threads), 1, 1024, false, "%s: '%s' is not 1..1024"},
+	{"--reps", NULL, OPT_INT, O(reps), 1, 1000, false, "%s: '%s' is not 1..1000"},
+	{"--ignore-eos", NULL, OPT_FLAG, O(ignore_eos)},
+	{"--stream", NULL, OPT_FLAG, O(stream)},
+	OPT_END,
+};
+#undef O
+
+/* "1,2,3" → ids (malloc'ed); usage error on anything else. */
+static int parse_ids(const char *s, int64_t **ids, int *n)
+{
+	int cap = 16;
+	*n = 0;
+	*ids = malloc((size_t)cap * sizeof **ids);
+	if (!*ids)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	const char *p = s;
+	for (;;) {
+		char *end;
+		long long v = strtoll(p, &end, 10);
+		if (end == p || v < 0 || (*end && *end != ','))
+			return cmd_usage(CMD, "--prompt-ids '%s': expected non-negative ids separated by commas", s);
+		if (*n == cap && !(*ids = realloc(*ids, (size_t)(cap *= 2) * sizeof **ids)))
+			wl_die(__FILE__, __LINE__, "out of memory");
+		(*ids)[(*n)++] = v;
+		if (!*end)
+			return CMD_OK;
+		p = end + 1;
+	}
+}
+
+static void stream_id(void *ctx, int64_t id)
+{
+	int *count = ctx;
+	printf("%s%lld", (*count)++ ? "," : "", (long long)id);
+	fflush(stdout);
+}
+
+static void mean_sd(const double *x, int n, double *mean, double *sd)
+{
+	double s = 0, q = 0;
+	for (int i = 0; i < n; i++)
+		s += x[i];
+	*mean = n ? s / n : 0;
+	for (int i = 0; i < n; i++)
+		q += (x[i] - *mean) * (x[i] - *mean);
+	*sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+static cJSON *ids_json(const int64_t *ids, int n)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)ids[i]));
+	return a;
+}
+
+/* Tokens/s per rep: prompt processing (np ids) and generation (ids read by
+ * the generation steps: generated - 1). */
+static void report(const LlmInfo *li, const LlmReport *reps, int nrep, const GenArgs *a, const int64_t *prompt,
+                   int np, const int64_t *ids, int nid, int *rc, Diag *d)
+{
+	double pp[1000], tg[1000], pm, ps, tm, ts;
+	for (int r = 0; r < nrep; r++) {
+		pp[r] = reps[r].prompt_ms > 0 ? 1e3 * reps[r].prompt_tokens / reps[r].prompt_ms : 0;
+		tg[r] = reps[r].gen_ms > 0 ? 1e3 * (reps[r].generated - 1) / reps[r].gen_ms : 0;
+	}
+	mean_sd(pp, nrep, &pm, &ps);
+	mean_sd(tg, nrep, &tm, &ts);
+	const LlmReport *r0 = &reps[0];
+	double first = r0->nsteps ? r0->step_ms[0] : 0, last = r0->nsteps ? r0->step_ms[r0->nsteps - 1] : 0;
+	fprintf(stderr, "| target | threads | max_seq | test | tokens | t/s |\n");
+	fprintf(stderr, "| %s | %ld | %d | pp%d | %d | %.2f ± %.2f |\n", li->target, a->threads, li->max_seq, np, np, pm, ps);
+	fprintf(stderr, "| %s | %ld | %d | tg%d | %d | %.2f ± %.2f |\n", li->target, a->threads, li->max_seq,
+	        r0->generated, r0->generated, tm, ts);
+	fprintf(stderr, "step time: first %.3f ms, last %.3f ms (%d steps, %d reps)\n", first, last, r0->nsteps, nrep);
+	if (!a->json)
+		return;
+	cJSON *root = cJSON_CreateObject();
+	cJSON_AddItemToObject(root, "ids", ids_json(ids, nid));
+	cJSON_AddItemToObject(root, "prompt_ids", ids_json(prompt, np));
+	cJSON *rep = cJSON_AddObjectToObject(root, "report");
+	cJSON_AddStringToObject(rep, "target", li->target);
+	cJSON_AddNumberToObject(rep, "threads", (double)a->threads);
+	cJSON_AddNumberToObject(rep, "max_seq", li->max_seq);
+	cJSON_AddNumberToObject(rep, "reps", nrep);
+	cJSON_AddNumberToObject(rep, "pp_tokens_per_s", pm);
+	cJSON_AddNumberToObject(rep, "pp_tokens_per_s_sd", ps);
+	cJSON_AddNumberToObject(rep, "tg_tokens_per_s", tm);
+	cJSON_AddNumberToObject(rep, "tg_tokens_per_s_sd", ts);
+	cJSON *steps = cJSON_AddArrayToObject(rep, "step_ms");
+	for (int i = 0; i < r0->nsteps; i++)
+		cJSON_AddItemToArray(steps, cJSON_CreateNumber(round(r0->step_ms[i] * 1e3) / 1e3));
+	if (json_write_atomic(a->json, root, d) != WL_OK)
+		*rc = cmd_error(CMD, d);
+	cJSON_Delete(root);
+}
+
+static int generate(const GenArgs *a, const int64_t *prompt, int np)
+{
+	Diag d = {0};
+	Llm *l;
+	if (llm_open(a->pipeline, (int)a->threads, &l, &d) != WL_OK)
+		return cmd_error(CMD, &d);
+	const LlmInfo *li = llm_info(l);
+	int64_t *ids = calloc((size_t)a->max_new, sizeof *ids);
+	LlmReport *reps = calloc((size_t)a->reps, sizeof *reps);
+	if (!ids || !reps)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	int nid = 0, rc = 0, count = 0;
+	int64_t stop = a->ignore_eos ? -1 : li->eos;
+	for (int r = 0; r < a->reps && rc == 0; r++) {
+		int n;
+		bool show = a->stream && r == 0;
+		if (llm_generate(l, prompt, np, (int)a->max_new, stop, ids, &n, show ? stream_id : NULL, &count, &reps[r],
+		                 &d) != WL_OK)
+			rc = cmd_error(CMD, &d);
+		else if (r > 0 && (n != nid))
+			rc = cmd_error(CMD, &(Diag){.msg = "the ids differ between repetitions (non-deterministic run)"});
+		nid = n;
+	}
+	if (rc == 0) {
+		if (!a->stream)
+			for (int i = 0; i < nid; i++)
+				printf("%s%lld", i ? "," : "", (long long)ids[i]);
+		printf("\n");
+		if (fflush(stdout) != 0)
+			rc = cmd_error(CMD, &(Diag){.msg = "<stdout>: write failed"});
+	}
+	if (rc == 0)
+		report(li, reps, (int)a->reps, a, prompt, np, ids, nid, &rc, &d);
+	for (int r = 0; r < a->reps; r++)
+		free(reps[r].step_ms);
+	free(reps);
+	free(ids);
+	llm_close(l);
+	return rc;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+	if (opt_help(argc, argv, usage_generate))
+		return 0;
+	GenArgs a = {.max_new = 32, .reps = 1};
+	const char *pos = NULL;
+	int rc = opt_parse(CMD, gen_opts, argc, argv, &a, &pos, "argument", NULL);
+	if (rc)
+		return rc;
+	if (pos)
+		return cmd_usage(CMD, "unexpected argument '%s' (the pipeline is given with --pipeline)", pos);
+	if (!a.pipeline)
+		return cmd_usage(CMD, "%s", "--pipeline PIPE_DIR is required");
+	if (!a.prompt)
+		return cmd_usage(CMD, "%s", "--prompt-ids is required (e.g. --prompt-ids 1)");
+	if (!a.threads)
+		a.threads = cmd_default_threads();
+	int64_t *prompt;
+	int np;
+	if ((rc = parse_ids(a.prompt, &prompt, &np)) == CMD_OK)
+		rc = generate(&a, prompt, np);
+	free(prompt);
+	return rc;
+}

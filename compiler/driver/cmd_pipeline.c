@@ -1,0 +1,223 @@
+/* cmd_pipeline.c — `wlower LLM_DIR --pipeline llm --target T -o PIPE_DIR`:
+ * compiles the programs a KV-cached runtime needs into one pipeline
+ * directory (runtime/pipelines/pipeline.h has the format), atomically.
+ *
+ * llm: LLM_DIR is an Optimum export (config.json, decoder_with_past_model.onnx
+ * with symbolic dims). The `step` program is decoder_with_past_model.onnx at
+ * batch_size 1, sequence_length 1 and past_sequence_length S-1 (S = --max-seq,
+ * default config.json's max_position_embeddings up to 4096), RoPE tables of S
+ * rows; runtime/pipelines/llm.c says how the cache is kept. Target "ref"
+ * keeps the fused graph (model.onnx, run by the reference executor); host
+ * and qc-* compile it as `--target` does.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "compiler/driver/commands.h"
+#include "runtime/pipelines/pipeline.h"
+#include "targets/target.h"
+
+typedef struct HfConfig {
+	int64_t layers, heads, kv_heads, hidden, head_dim, vocab, max_pos, bos, eos;
+} HfConfig;
+
+static int read_hf_config(const char *dir, HfConfig *c, cJSON **json, Diag *d)
+{
+	char file[4096];
+	snprintf(file, sizeof file, "%s/config.json", dir);
+	cJSON *r;
+	if (json_read_file(file, &r, d) != WL_OK)
+		return WL_ERR;
+	int rc = WL_OK;
+	rc = rc ?: json_int(r, "num_hidden_layers", 1, 4096, file, &c->layers, d);
+	rc = rc ?: json_int(r, "num_attention_heads", 1, 4096, file, &c->heads, d);
+	rc = rc ?: json_int(r, "hidden_size", 1, 1 << 20, file, &c->hidden, d);
+	rc = rc ?: json_int(r, "vocab_size", 1, 1 << 24, file, &c->vocab, d);
+	rc = rc ?: json_int(r, "max_position_embeddings", 2, 1 << 24, file, &c->max_pos, d);
+	c->kv_heads = c->heads;
+	if (rc == WL_OK && cJSON_GetObjectItemCaseSensitive(r, "num_key_value_heads"))
+		rc = json_int(r, "num_key_value_heads", 1, 4096, file, &c->kv_heads, d);
+	c->head_dim = c->heads ? c->hidden / c->heads : 0;
+	if (rc == WL_OK && cJSON_GetObjectItemCaseSensitive(r, "head_dim"))
+		rc = json_int(r, "head_dim", 1, 65536, file, &c->head_dim, d);
+	c->bos = c->eos = -1;
+	if (rc == WL_OK && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r, "bos_token_id")))
+		rc = json_int(r, "bos_token_id", 0, c->vocab - 1, file, &c->bos, d);
+	if (rc == WL_OK && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r, "eos_token_id")))
+		rc = json_int(r, "eos_token_id", 0, c->vocab - 1, file, &c->eos, d);
+	if (rc == WL_OK && (c->heads % c->kv_heads || c->head_dim < 1))
+		rc = diag_fail(d, "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld", file,
+		               (long long)c->heads, (long long)c->kv_heads);
+	if (rc != WL_OK) {
+		cJSON_Delete(r);
+		return WL_ERR;
+	}
+	*json = r;
+	return WL_OK;
+}
+
+/* Output `name` of the compiled program, with its shape, or an error. */
+static int check_io(const cJSON *prog, const char *list, const char *name, int rank, const int64_t *shape,
+                    const char *model, Diag *d)
+{
+	const cJSON *io;
+	cJSON_ArrayForEach(io, cJSON_GetObjectItemCaseSensitive(prog, list)) {
+		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(io, "name");
+		if (!cJSON_IsString(nm) || strcmp(nm->valuestring, name) != 0)
+			continue;
+		const cJSON *sh = cJSON_GetObjectItemCaseSensitive(io, "shape");
+		bool ok = cJSON_GetArraySize(sh) == rank;
+		for (int i = 0; ok && i < rank; i++)
+			ok = cJSON_IsNumber(cJSON_GetArrayItem(sh, i)) &&
+			     (shape[i] < 0 || cJSON_GetArrayItem(sh, i)->valuedouble == (double)shape[i]);
+		if (!ok)
+			return diag_fail(d, "%s: %s '%s' does not have the shape the step program needs", model,
+			                 strcmp(list, "inputs") ? "output" : "input", name);
+		return WL_OK;
+	}
+	return diag_fail(d, "%s: the export has no %s '%s' (an Optimum decoder_with_past export has input_ids, "
+	                 "attention_mask, position_ids, past_key_values.N.key/value and logits, present.N.key/value)",
+	                 model, strcmp(list, "inputs") ? "output" : "input", name);
+}
+
+/* The step program's io against the model config. */
+static int check_step(const cJSON *prog, const HfConfig *c, int64_t S, const char *model, Diag *d)
+{
+	int64_t one[2] = {1, 1}, m[2] = {1, S}, lg[3] = {1, 1, c->vocab};
+	int64_t past[4] = {1, c->kv_heads, S - 1, c->head_dim}, pres[4] = {1, c->kv_heads, S, c->head_dim};
+	int rc = check_io(prog, "inputs", "input_ids", 2, one, model, d);
+	rc = rc ?: check_io(prog, "inputs", "position_ids", 2, one, model, d);
+	rc = rc ?: check_io(prog, "inputs", "attention_mask", 2, m, model, d);
+	rc = rc ?: check_io(prog, "outputs", "logits", 3, lg, model, d);
+	for (int64_t i = 0; rc == WL_OK && i < 2 * c->layers; i++) {
+		char nm[64];
+		snprintf(nm, sizeof nm, "past_key_values.%lld.%s", (long long)(i / 2), i % 2 ? "value" : "key");
+		rc = check_io(prog, "inputs", nm, 4, past, model, d);
+		snprintf(nm, sizeof nm, "present.%lld.%s", (long long)(i / 2), i % 2 ? "value" : "key");
+		rc = rc ?: check_io(prog, "outputs", nm, 4, pres, model, d);
+	}
+	return rc;
+}
+
+/* model → DIR/name (a module directory), its entry appended to `programs`. */
+static int compile_program(const PipelineArgs *pa, const char *model, const DimBinding *dims, int nd,
+                           const char *name, const char *dir, cJSON *programs, Diag *d)
+{
+	Module *m = NULL;
+	if (model_read(model, &m, d) != WL_OK)
+		return WL_ERR;
+	PipelineOptions pipe = *pa->pipe;
+	pipe.canon.dims = dims;
+	pipe.canon.ndims = nd;
+	char sub[4096];
+	snprintf(sub, sizeof sub, "%s/%s", dir, name);
+	TargetOptions to = *pa->to;
+	to.model_path = model;
+	int rc = ir_verify(m, d);
+	rc = rc ?: pipeline_run(m, &pipe, d);
+	rc = rc ?: mkdir_p(sub, d);
+	if (rc == WL_OK && pa->ref) {
+		char path[8192];
+		snprintf(path, sizeof path, "%s/model.onnx", sub);
+		ExportOptions eo = {0};
+		rc = onnx_export_file(m, path, &eo, d);
+		Manifest *mf = NULL;
+		ManifestInfo info = target_manifest_info(&to);
+		info.target_name = "ref";
+		rc = rc ?: manifest_new(m, &info, &mf, d);
+		rc = rc ?: manifest_add_file(mf, sub, "model.onnx", d);
+		if (rc == WL_OK)
+			rc = manifest_write(mf, sub, d);
+		else
+			manifest_free(mf);
+	} else if (rc == WL_OK) {
+		rc = to.kind == TARGET_HOST ? host_compile(m, &to, sub, d) : chimera_compile(m, &to, sub, d);
+	}
+	module_free(m);
+	cJSON *man = NULL;
+	if (rc != WL_OK || manifest_read(sub, &man, d) != WL_OK)
+		return WL_ERR;
+	cJSON *p = cJSON_Duplicate(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(man, "programs"), 0), 1);
+	cJSON_Delete(man);
+	cJSON_DeleteItemFromObjectCaseSensitive(p, "name");
+	cJSON_AddStringToObject(p, "name", name);
+	cJSON_AddStringToObject(p, "dir", name);
+	cJSON_AddStringToObject(p, "runner", pa->ref ? "ref" : pa->to->kind == TARGET_HOST ? "host" : "sim");
+	cJSON_AddItemToArray(programs, p);
+	return WL_OK;
+}
+
+static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag *d)
+{
+	HfConfig c;
+	cJSON *cfg;
+	if (read_hf_config(pa->src, &c, &cfg, d) != WL_OK)
+		return WL_ERR;
+	int64_t S = pa->pipe->canon.max_seq ? pa->pipe->canon.max_seq : c.max_pos < 4096 ? c.max_pos : 4096;
+	char step[4096];
+	snprintf(step, sizeof step, "%s/decoder_with_past_model.onnx", pa->src);
+	struct stat st;
+	if (stat(step, &st) != 0) {
+		cJSON_Delete(cfg);
+		return diag_fail(d, "%s: no decoder_with_past_model.onnx (an Optimum export: config.json, "
+		                 "decoder_model.onnx, decoder_with_past_model.onnx)", pa->src);
+	}
+	cJSON *model = cJSON_AddObjectToObject(root, "model");
+	cJSON_AddStringToObject(model, "dir", pa->src);
+	cJSON_AddItemToObject(model, "config", cfg);
+	cJSON *llm = cJSON_AddObjectToObject(root, "llm");
+	int64_t vals[] = {c.layers, c.kv_heads, c.head_dim, c.vocab, S, c.bos, c.eos};
+	const char *keys[] = {"layers", "kv_heads", "head_dim", "vocab", "max_seq", "bos", "eos"};
+	for (int i = 0; i < 7; i++)
+		cJSON_AddNumberToObject(llm, keys[i], (double)vals[i]);
+	cJSON *programs = cJSON_AddArrayToObject(root, "programs");
+	DimBinding dims[3] = {{"batch_size", 1}, {"sequence_length", 1}, {"past_sequence_length", S - 1}};
+	PipelineOptions pipe = *pa->pipe;
+	pipe.canon.max_seq = S;
+	PipelineArgs a = *pa;
+	a.pipe = &pipe;
+	if (compile_program(&a, step, dims, 3, "step", dir, programs, d) != WL_OK)
+		return WL_ERR;
+	return check_step(cJSON_GetArrayItem(programs, 0), &c, S, step, d);
+}
+
+int cmd_compile_pipeline(const PipelineArgs *pa)
+{
+	Diag d = {0};
+	if (strcmp(pa->kind, "llm") != 0)
+		return cmd_usage(NULL, "--pipeline: unknown kind '%s' (llm)", pa->kind);
+	double t0 = wl_now_ms();
+	char *tmp = NULL;
+	if (outdir_begin(pa->out, &tmp, &d) != WL_OK)
+		return cmd_error(NULL, &d);
+	cJSON *root = cJSON_CreateObject();
+	cJSON_AddStringToObject(root, "format", "wlower-pipeline");
+	cJSON_AddNumberToObject(root, "version", 1);
+	cJSON_AddStringToObject(root, "kind", pa->kind);
+	cJSON_AddStringToObject(root, "target", pa->target);
+	cJSON_AddStringToObject(root, "wlower_version", WLOWER_VERSION);
+	int rc = llm_pipeline(pa, tmp, root, &d);
+	cJSON *files = cJSON_AddArrayToObject(root, "files");
+	const cJSON *p;
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(root, "programs")) {
+		if (rc == WL_OK)
+			rc = pipeline_add_module(files, tmp, cJSON_GetObjectItemCaseSensitive(p, "dir")->valuestring, &d);
+	}
+	cJSON_AddNumberToObject(root, "compile_ms", (double)(long)(wl_now_ms() - t0));
+	char path[4096];
+	snprintf(path, sizeof path, "%s/pipeline.json", tmp);
+	if (rc == WL_OK)
+		rc = json_write_atomic(path, root, &d);
+	cJSON_Delete(root);
+	if (rc == WL_OK)
+		rc = outdir_commit(tmp, pa->out, pipeline_dir_replaceable, &d);
+	if (rc != WL_OK)
+		outdir_abort(tmp);
+	free(tmp);
+	if (rc != WL_OK)
+		return cmd_error(NULL, &d);
+	fprintf(stderr, "wlower: compiled %s as an %s pipeline for %s in %.0f ms -> %s\n", pa->src, pa->kind,
+	        pa->target, wl_now_ms() - t0, pa->out);
+	return 0;
+}

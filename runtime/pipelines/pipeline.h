@@ -1,0 +1,94 @@
+/* pipeline.h — programs run in a loop (runtime/pipelines/, above the targets
+ * and runtime/rt, below the driver).
+ *
+ *   pipeline.c   pipeline.json of a pipeline directory: write helpers, read
+ *                and verify (every file's size and sha256), replaceability
+ *   program.c    one program of a pipeline, whatever ran it: "ref" (the
+ *                reference executor on the fused model.onnx) or "host"
+ *                (libwlower_rt on module.so)
+ *   llm.c        the LLM loop: KV-cached greedy decoding with one `step`
+ *                program for every position
+ *
+ * A pipeline directory (docs/FORMATS.md "Pipeline directories"):
+ *   PIPE_DIR/pipeline.json
+ *   PIPE_DIR/<program>/          a module directory (manifest.json + files)
+ * pipeline.json:
+ * {
+ *   "format": "wlower-pipeline", "version": 1, "kind": "llm", "target": "host",
+ *   "wlower_version": "...", "model": {"dir": "...", "config": {...}},
+ *   "llm": {"layers": L, "kv_heads": KV, "head_dim": hd, "vocab": V, "max_seq": S,
+ *           "bos": 1, "eos": 2},
+ *   "programs": [{"name": "step", "dir": "step", "runner": "ref" | "host",
+ *                 "inputs": [IO...], "outputs": [IO...], "op_counts": {...}}],
+ *   "files": [{"name": "step/manifest.json", "bytes": N, "sha256": "..."}, ...],
+ *   "compile_ms": T
+ * }
+ */
+#ifndef WLOWER_PIPELINE_H
+#define WLOWER_PIPELINE_H
+
+#include "runtime/interp/interp.h"
+#include "runtime/module/module.h"
+
+/* ---------------------------------------------------------------- pipeline.c */
+
+/* Reads DIR/pipeline.json: format, version, kind (must equal `kind` unless
+ * NULL), and every listed file's size and sha256 against the disk (a missing
+ * or altered program is an error naming the file). *out: the parsed JSON. */
+int pipeline_read(const char *dir, const char *kind, cJSON **out, Diag *d);
+/* Adds {"name": rel, "bytes", "sha256"} of DIR/rel to the array `files`. */
+int pipeline_add_file(cJSON *files, const char *dir, const char *rel, Diag *d);
+/* Adds every file of the module directory DIR/sub (its manifest's "files"
+ * and manifest.json itself) to `files`. */
+int pipeline_add_module(cJSON *files, const char *dir, const char *sub, Diag *d);
+/* outdir_commit's check: DIR holds pipeline.json of format wlower-pipeline
+ * and nothing but the files and program folders it lists. */
+bool pipeline_dir_replaceable(const char *dir, char *why, size_t n);
+/* Integer member `key` of object o in [lo, hi], else an error naming file and key. */
+int json_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, const char *file, int64_t *out, Diag *d);
+
+/* ---------------------------------------------------------------- program.c */
+
+typedef struct Program Program;
+/* Opens the module directory `dir` with `runner` ("ref": DIR/model.onnx on
+ * the reference executor; "host": the host runtime). threads <= 0: the
+ * online CPUs. */
+int program_open(const char *dir, const char *runner, int threads, Program **out, Diag *d);
+void program_close(Program *p);
+/* Binds input `name` to t (not copied: it must stay valid through program_run). */
+int program_bind(Program *p, const char *name, const RTensor *t, Diag *d);
+int program_run(Program *p, Diag *d);
+/* Output `name` of the last run (a view, valid until the next run), or NULL
+ * with an error. */
+const RTensor *program_output(Program *p, const char *name, Diag *d);
+
+/* ---------------------------------------------------------------- llm.c */
+
+typedef struct Llm Llm;
+typedef struct LlmInfo {
+	int layers, kv_heads, head_dim, vocab, max_seq;
+	int64_t bos, eos;
+	const char *target;
+} LlmInfo;
+/* Opens PIPE_DIR (pipeline_read with kind "llm", then the step program). */
+int llm_open(const char *dir, int threads, Llm **out, Diag *d);
+void llm_close(Llm *l);
+const LlmInfo *llm_info(const Llm *l);
+
+typedef struct LlmReport {
+	int prompt_tokens, generated;
+	double prompt_ms;                  /* wall time of the steps that read prompt ids (np) */
+	double gen_ms;                     /* ... that read generated ids (generated - 1) */
+	double *step_ms;                   /* per position (malloc'ed, prompt + generated) */
+	int nsteps;
+} LlmReport;
+/* Called with each generated id as it is produced (may be NULL). */
+typedef void (*LlmTokenFn)(void *ctx, int64_t id);
+/* Greedy decoding (argmax, first index on ties) of up to max_new ids after
+ * prompt[0..np), stopping early at `stop` (>= 0) when it is generated (it is
+ * not stored). Ids go to out (capacity max_new); *nout their count. Prompt
+ * ids must be in [0, vocab) and np + max_new <= max_seq. */
+int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t stop, int64_t *out, int *nout,
+                 LlmTokenFn fn, void *ctx, LlmReport *rep, Diag *d);
+
+#endif
