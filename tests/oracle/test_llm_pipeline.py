@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""test_llm_pipeline.py — the LLM pipeline end to end on the real stories260K.
+
+    test_llm_pipeline.py WLOWER WORKDIR [--targets ref,host]
+
+1. examples/models/llama2c.py converts ../shared/data/llama2c/stories260K.bin into an Optimum
+   export (symbolic dims, RoPE computed at run time).
+2. `wlower EXPORT --pipeline llm --target T --max-seq 128 -o PIPE` for each target; the step
+   program must hold one GroupQueryAttention per layer (5).
+3. `wlower generate --pipeline PIPE --prompt-ids 1 --max-new-tokens 64` must print exactly the
+   64 ids of llama2.c's own run.c (tests/oracle/stories260K_greedy.json, recorded from run.c and
+   checked against an independent float64 forward pass by the llama2c test); --json too.
+4. Bad input, one line on stderr and exit 1 (2 for usage), nothing left behind: a prompt longer
+   than max_seq, a prompt id >= vocab, a pipeline whose program file was altered or removed, an
+   export without present outputs, a pipeline dir that is not one; -o onto a folder with user
+   files is refused and the files stay.
+Ends with "llm-pipeline: N passed, M failed".
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CKPT = os.path.join(os.path.dirname(ROOT), "shared", "data", "llama2c", "stories260K.bin")
+PY = "/usr/bin/python3"
+
+
+class Tally:
+    def __init__(self):
+        self.passed, self.failed = 0, []
+
+    def check(self, name, ok, detail=""):
+        print("  %s %s%s" % ("ok  " if ok else "FAIL", name, (": " + detail) if detail else ""), flush=True)
+        if ok:
+            self.passed += 1
+        else:
+            self.failed.append(name)
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def one_line_error(r, code, needle):
+    err = [l for l in r.stderr.splitlines() if l.strip()]
+    ok = r.returncode == code and len(err) == 1 and needle in err[0]
+    return ok, "exit %d, stderr %r" % (r.returncode, r.stderr.strip()[-300:])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("wlower")
+    ap.add_argument("workdir")
+    ap.add_argument("--targets", default="ref,host")
+    a = ap.parse_args()
+    W = os.path.abspath(a.wlower)
+    work = os.path.abspath(a.workdir)
+    os.makedirs(work, exist_ok=True)
+    t = Tally()
+    want = json.load(open(os.path.join(HERE, "stories260K_greedy.json")))["ids"]
+    export = os.path.join(work, "stories260K")
+    if not os.path.exists(os.path.join(export, "config.json")):
+        r = run([PY, os.path.join(ROOT, "examples", "models", "llama2c.py"), CKPT, "--out", export])
+        t.check("convert stories260K", r.returncode == 0, r.stderr.strip()[-300:])
+        if r.returncode:
+            print("llm-pipeline: %d passed, %d failed" % (t.passed, len(t.failed) + 1))
+            return 1
+    pipes = {}
+    for target in a.targets.split(","):
+        print("%s:" % target, flush=True)
+        pipe = os.path.join(work, "pipe-" + target)
+        shutil.rmtree(pipe, ignore_errors=True)
+        r = run([W, export, "--pipeline", "llm", "--target", target, "--max-seq", "128", "-o", pipe])
+        t.check("compile", r.returncode == 0, r.stderr.strip()[-300:])
+        if r.returncode:
+            continue
+        pipes[target] = pipe
+        pj = json.load(open(os.path.join(pipe, "pipeline.json")))
+        ops = pj["programs"][0]["op_counts"]
+        t.check("step: 5 GroupQueryAttention", ops.get("ai.wlower.GroupQueryAttention") == 5,
+                json.dumps(ops))
+        js = os.path.join(work, "gen-%s.json" % target)
+        r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", "1", "--max-new-tokens", "64",
+                 "--threads", "2", "--json", js])
+        got = [int(x) for x in r.stdout.strip().split(",")] if r.returncode == 0 and r.stdout.strip() else None
+        detail = ""
+        if got != want:
+            detail = "got %s: %s" % (got, r.stderr.strip()[-300:]) if got is None or len(got) != 64 else \
+                "first difference at step %d" % next(i for i in range(64) if got[i] != want[i])
+        t.check("64 greedy ids equal llama2.c run.c's", got == want, detail)
+        ok = os.path.exists(js) and json.load(open(js))["ids"] == want
+        t.check("--json ids", ok)
+    if not pipes:
+        print("llm-pipeline: %d passed, %d failed" % (t.passed, len(t.failed)))
+        return 1
+    print("bad input:", flush=True)
+    target, pipe = next(iter(pipes.items()))
+    r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", ",".join(["1"] * 100), "--max-new-tokens", "64"])
+    t.check("prompt + new tokens > max_seq", *one_line_error(r, 1, "exceeds the pipeline's max_seq 128"))
+    r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", "1,512", "--max-new-tokens", "4"])
+    t.check("prompt id >= vocab", *one_line_error(r, 1, "prompt id 512 at position 1 is out of range (vocab 512)"))
+    r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", "1,x"])
+    t.check("malformed --prompt-ids (usage)", *one_line_error(r, 2, "--prompt-ids '1,x'"))
+    r = run([W, "generate", "--pipeline", export, "--prompt-ids", "1"])
+    t.check("not a pipeline dir", *one_line_error(r, 1, "pipeline.json"))
+    bad = os.path.join(work, "pipe-altered")
+    shutil.rmtree(bad, ignore_errors=True)
+    shutil.copytree(pipe, bad)
+    victim = os.path.join(bad, "step", "model.onnx" if target == "ref" else "weights.bin")
+    data = bytearray(open(victim, "rb").read())
+    data[len(data) // 2] ^= 0x40
+    open(victim, "wb").write(bytes(data))
+    r = run([W, "generate", "--pipeline", bad, "--prompt-ids", "1"])
+    t.check("altered program file (sha256)", *one_line_error(r, 1, "was altered"))
+    os.remove(victim)
+    r = run([W, "generate", "--pipeline", bad, "--prompt-ids", "1"])
+    t.check("missing program file", *one_line_error(r, 1, "missing"))
+    nopres = os.path.join(work, "export-nopresent")
+    if not os.path.exists(os.path.join(nopres, "config.json")):
+        shutil.copytree(export, nopres, dirs_exist_ok=True)
+        import onnx
+        p = os.path.join(nopres, "decoder_with_past_model.onnx")
+        m = onnx.load(p)
+        keep = [o for o in m.graph.output if not o.name.startswith("present.")]
+        del m.graph.output[:]
+        m.graph.output.extend(keep)
+        onnx.save(m, p)
+    out = os.path.join(work, "pipe-nopresent")
+    shutil.rmtree(out, ignore_errors=True)
+    r = run([W, nopres, "--pipeline", "llm", "--target", "ref", "--max-seq", "32", "-o", out])
+    ok, detail = one_line_error(r, 1, "the export has no output 'present.0.key'")
+    leftovers = [f for f in os.listdir(work) if f.startswith("pipe-nopresent")]
+    t.check("export without present outputs", ok and not leftovers, detail + " leftovers %s" % leftovers)
+    user = os.path.join(work, "userdir")
+    shutil.rmtree(user, ignore_errors=True)
+    os.makedirs(user)
+    open(os.path.join(user, "notes.txt"), "w").write("mine\n")
+    r = run([W, export, "--pipeline", "llm", "--target", "ref", "--max-seq", "32", "-o", user])
+    ok, detail = one_line_error(r, 1, user)
+    t.check("-o onto a folder with user files", ok and os.listdir(user) == ["notes.txt"], detail)
+    r = run([W, export, "--pipeline", "llm", "--target", "ref", "--max-seq", "32", "-o", pipe + "-again"])
+    r2 = run([W, export, "--pipeline", "llm", "--target", "ref", "--max-seq", "32", "-o", pipe + "-again"])
+    t.check("-o onto a pipeline dir made by wlower is replaced", r.returncode == 0 and r2.returncode == 0,
+            r2.stderr.strip()[-300:])
+    print("llm-pipeline: %d passed, %d failed" % (t.passed, len(t.failed)))
+    return 1 if t.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
