@@ -21,6 +21,10 @@
  *                             # m = Sub (1, Cast<float> (Expand (Unsqueeze (Unsqueeze (attention_mask))))),
  *                             # or both (transformers' causal.masked_fill(pad.bool(), finfo.min)):
  *                             # Where (Cast<bool> (Cast<bool>? (pad)), finfo.min, causal)
+ *                             # or the additive form Clip (Add (causal, Mul (Sub (1, Cast<float>
+ *                             # (U (U (attention_mask)))), finfo.min)), finfo.min), or the Where
+ *                             # form Where (And (keep, Greater (U (U (attention_mask)), 0)), 0,
+ *                             # finfo.min) (attention_mask values other than 0/1 differ there)
  *   s' = Where (keep, s, neg) # and/or (either order with the Add): keep a bool constant
  *      | Where (drop, neg, s) # [..,T,L] true exactly on and below the diagonal j <= P+i
  *                             # (drop: exactly above it), neg a scalar <= -1e9 or -inf
@@ -220,6 +224,62 @@ static Value *mask_padding(const GqMatch *m, const Value *mask)
 	return am;
 }
 
+/* am [B, L] (int64/int32) read through Unsqueeze (Unsqueeze (am)) → [B,1,1,L]. */
+static Value *mask_unsqueezed(const GqMatch *m, const Value *x)
+{
+	Node *u2 = producer(x, OP_Unsqueeze);
+	Node *u1 = u2 ? producer(u2->inputs[0], OP_Unsqueeze) : NULL;
+	if (!u1)
+		return NULL;
+	Value *am = u1->inputs[0];
+	int64_t L = m->P + m->T, ad[MATCH_MAXR], d2[MATCH_MAXR];
+	if (static_shape(am, ad) != 2 || ad[0] != m->B || ad[1] != L || static_shape(u2->outputs[0], d2) != 4 ||
+	    d2[0] != m->B || d2[1] != 1 || d2[2] != 1 || d2[3] != L ||
+	    (am->type.elem != DT_INT64 && am->type.elem != DT_INT32))
+		return NULL;
+	return am;
+}
+
+/* Additive form: Clip (Add (causal, Mul (Sub (1, Cast<float> (U (U (am)))), finfo.min)), finfo.min). */
+static Value *mask_additive(const GqMatch *m, const Value *mask)
+{
+	Node *clip = producer(mask, OP_Clip), *add = clip ? producer(clip->inputs[0], OP_Add) : NULL;
+	double lo, c, one;
+	if (!add || clip->ninputs < 2 || !const_scalar(clip->inputs[1], &lo) || lo != -FLT_MAX ||
+	    (clip->ninputs > 2 && clip->inputs[2]))
+		return NULL;
+	for (int sw = 0; sw < 2; sw++) {
+		Node *mul = producer(add->inputs[1 - sw], OP_Mul);
+		if (!mask_is_causal(add->inputs[sw], CAUSAL_ADD, m->B, m->T, m->P, m->P + m->T) || !mul)
+			continue;
+		for (int a = 0; a < 2; a++) {
+			Node *sub = producer(mul->inputs[a], OP_Sub);
+			Node *cf = sub ? producer(sub->inputs[1], OP_Cast) : NULL;
+			if (cf && const_scalar(mul->inputs[1 - a], &c) && c == -FLT_MAX && const_scalar(sub->inputs[0], &one) &&
+			    one == 1.0 && attr_int(cf, "to", 0) == DT_FLOAT)
+				return mask_unsqueezed(m, cf->inputs[0]);
+		}
+	}
+	return NULL;
+}
+
+/* Where form: Where (And (causal keep, Greater (U (U (am)), 0)), 0, finfo.min). */
+static Value *mask_where(const GqMatch *m, const Value *mask)
+{
+	Node *wh = producer(mask, OP_Where), *and = wh ? producer(wh->inputs[0], OP_And) : NULL;
+	double zero, c, z2;
+	if (!and || !const_scalar(wh->inputs[1], &zero) || zero != 0.0 || !const_scalar(wh->inputs[2], &c) ||
+	    c != -FLT_MAX)
+		return NULL;
+	for (int sw = 0; sw < 2; sw++) {
+		Node *gt = producer(and->inputs[1 - sw], OP_Greater);
+		if (gt && mask_is_causal(and->inputs[sw], CAUSAL_KEEP, m->B, m->T, m->P, m->P + m->T) &&
+		    const_scalar(gt->inputs[1], &z2) && z2 == 0.0)
+			return mask_unsqueezed(m, gt->inputs[0]);
+	}
+	return NULL;
+}
+
 /* transformers' combined mask: Where (Cast<bool> (Cast<bool>? (pad)), finfo.min, causal). */
 static Value *mask_combined(const GqMatch *m, const Value *mask)
 {
@@ -359,7 +419,8 @@ static bool match_gqa(Node *sm, GqMatch *m)
 	if (mask) {
 		if (mask_is_causal(mask, CAUSAL_ADD, m->B, m->T, m->P, L))
 			m->causal = true;
-		else if ((m->am = mask_combined(m, mask)))
+		else if ((m->am = mask_combined(m, mask)) || (m->am = mask_additive(m, mask)) ||
+		         (m->am = mask_where(m, mask)))
 			m->causal = true;
 		else if (!(m->am = mask_padding(m, mask)))
 			return false;

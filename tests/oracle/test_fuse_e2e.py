@@ -14,8 +14,9 @@ unidirectional) + SkipLayerNormalization, as onnxruntime's transformers optimize
 it (contrib-attention: built here with onnx.helper); and the real stories260K (llama2.c
 checkpoint, 5 layers, GQA 8/4 heads) converted by examples/models/llama2c.py to an Optimum
 export with symbolic dims (decoder_model: prompt of 8 with its presents; decoder_with_past_model:
-one token after 7), RoPE computed at run time and from a table, compiled with --dim and
---max-seq, inputs: ids, a mask of ones, positions P..P+S-1, seeded past K/V.
+one token after 7), RoPE computed at run time and from a table, the three mask forms
+(transformers' expanded + causal; additive; Where), compiled with --dim and --max-seq, inputs:
+ids, a mask of ones, positions P..P+S-1, seeded past K/V.
 
 For each: `wlower M --stop-after=fuse --emit onnx -o F.onnx`, the op histogram of
 F (always printed), then the checks
@@ -312,6 +313,9 @@ def main():
     for rope in ("runtime", "cache"):
         sets.append(("llama2c-stories260K-%s-rope" % rope,
                      [ro.PY, os.path.join(ro.MODELS, "llama2c.py"), LLAMA2C_CKPT, "--rope", rope]))
+    for mask in ("additive", "where"):   # the other mask forms, float only
+        sets.append(("llama2c-stories260K-%s-mask" % mask,
+                     [ro.PY, os.path.join(ro.MODELS, "llama2c.py"), LLAMA2C_CKPT, "--mask", mask]))
     gen_failed = 0
     for tag, cmd in sets:
         graphs = ("contrib",) if cmd is None else ("encoder_model", "decoder_prefill", "decoder_with_past",
@@ -333,6 +337,8 @@ def main():
             else:
                 feeds = ro.make_inputs(path, ref if os.path.isdir(ref) else None, os.path.join(outdir, "inputs", g))
             for q in (False, True):
+                if q and tag.endswith("-mask"):
+                    continue
                 label = "%s/%s%s" % (tag, g, "+nbits" if q else "")
                 if args.only and args.only not in label:
                     continue

@@ -146,6 +146,15 @@ GQM_CASE(trilu)
 GQM_CASE(trilu_where)
 GQM_CASE(combined)
 GQM_CASE(combined_where)
+GQM_CASE(additive)
+GQM_CASE(where_and)
+
+/* A prefill that returns its cache: the presents are the op's outputs 1 and 2. */
+START_TEST(test_gqa_presents)
+{
+	check_lit("fuse_gqa.onnxtxt", "presents.onnxtxt", "fuse-gqa", "GroupQueryAttention", false);
+}
+END_TEST
 
 /* fuse-ms-attention: com.microsoft Attention (run by its reference kernel)
  * against ai.wlower.MatMulNBits (QKV, splits) + WhisperAttention. */
@@ -228,4 +237,4 @@ CHECK_MAIN("fuse_attention", "core",
 	test_wa_self, test_wa_causal, test_wa_qk, test_wa_past, test_wa_cross, test_wa_where,
 	test_wa_fp16, test_gqa_prefill, test_gqa_step, test_gqa_step_fp16, test_gqm_where_keep,
 	test_gqm_where_drop, test_gqm_trilu, test_gqm_trilu_where, test_gqm_combined,
-	test_gqm_combined_where, test_msa_self, test_msa_causal, test_msa_scale)
+	test_gqm_combined_where, test_gqm_additive, test_gqm_where_and, test_gqa_presents, test_msa_self, test_msa_causal, test_msa_scale)
