@@ -32,6 +32,8 @@ static const char usage_generate[] =
 "  --threads N           threads for the kernels (default: the online CPUs)\n"
 "  --reps N              generate N times (same ids) and report mean +- sd\n"
 "  --json FILE           write {\"ids\", \"prompt_ids\", \"report\"} to FILE (atomically)\n"
+"  --dump-logits DIR     write the logits that chose generated id K as DIR/step_K.npy\n"
+"                        (float32 [vocab]; for numerics checks)\n"
 "  -h, --help            this help\n"
 "\n"
 "stdout: the generated ids (prompt excluded), comma-separated; stderr: the report\n"
@@ -39,7 +41,7 @@ static const char usage_generate[] =
 "exit status: 0 success, 1 bad input (one line naming the file or the id), 2 usage error\n";
 
 typedef struct GenArgs {
-	const char *pipeline, *prompt, *json;
+	const char *pipeline, *prompt, *json, *dump;
 	long max_new, threads, reps;
 	bool ignore_eos, stream;
 } GenArgs;
@@ -49,6 +51,7 @@ static const OptSpec gen_opts[] = {
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
 	{"--prompt-ids", NULL, OPT_STRING, O(prompt)},
 	{"--json", NULL, OPT_STRING, O(json)},
+	{"--dump-logits", NULL, OPT_STRING, O(dump)},
 	{"--max-new-tokens", NULL, OPT_INT, O(max_new), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	{"--threads", NULL, OPT_INT, O(threads), 1, 1024, false, "%s: '%s' is not 1..1024"},
 	{"--reps", NULL, OPT_INT, O(reps), 1, 1000, false, "%s: '%s' is not 1..1000"},
@@ -81,11 +84,32 @@ static int parse_ids(const char *s, int64_t **ids, int *n)
 	}
 }
 
-static void stream_id(void *ctx, int64_t id)
+typedef struct TokenSink {
+	bool stream;
+	const char *dump;          /* --dump-logits DIR */
+	int count;
+} TokenSink;
+
+/* Each generated id: printed at once with --stream; its logits written as
+ * DIR/step_K.npy with --dump-logits. */
+static int on_token(void *ctx, int64_t id, const RTensor *logits, Diag *d)
 {
-	int *count = ctx;
-	printf("%s%lld", (*count)++ ? "," : "", (long long)id);
-	fflush(stdout);
+	TokenSink *s = ctx;
+	if (s->dump) {
+		char path[4096];
+		snprintf(path, sizeof path, "%s/step_%d.npy", s->dump, s->count);
+		RTensor flat = *logits;
+		flat.ndim = 1;
+		flat.dims[0] = rt_numel(logits);
+		if (npy_write(path, &flat, d) != WL_OK)
+			return WL_ERR;
+	}
+	if (s->stream) {
+		printf("%s%lld", s->count ? "," : "", (long long)id);
+		fflush(stdout);
+	}
+	s->count++;
+	return WL_OK;
 }
 
 static void mean_sd(const double *x, int n, double *mean, double *sd)
@@ -159,12 +183,20 @@ static int generate(const GenArgs *a, const int64_t *prompt, int np)
 	LlmReport *reps = calloc((size_t)a->reps, sizeof *reps);
 	if (!ids || !reps)
 		wl_die(__FILE__, __LINE__, "out of memory");
-	int nid = 0, rc = 0, count = 0;
+	int nid = 0, rc = 0;
+	TokenSink sink = {.stream = a->stream, .dump = a->dump};
+	Diag dd = {0};
+	if (a->dump && mkdir_p(a->dump, &dd) != WL_OK) {
+		free(ids);
+		free(reps);
+		llm_close(l);
+		return cmd_error(CMD, &dd);
+	}
 	int64_t stop = a->ignore_eos ? -1 : li->eos;
 	for (int r = 0; r < a->reps && rc == 0; r++) {
 		int n;
-		bool show = a->stream && r == 0;
-		if (llm_generate(l, prompt, np, (int)a->max_new, stop, ids, &n, show ? stream_id : NULL, &count, &reps[r],
+		sink.count = 0;
+		if (llm_generate(l, prompt, np, (int)a->max_new, stop, ids, &n, r == 0 ? on_token : NULL, &sink, &reps[r],
 		                 &d) != WL_OK)
 			rc = cmd_error(CMD, &d);
 		else if (r > 0 && (n != nid))

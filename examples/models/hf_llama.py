@@ -229,3 +229,63 @@ def export_optimum(torch, model, cfg, out_dir, opset=14, past_len=3, seq_len=4):
         name = "decoder_with_past_model.onnx" if with_past else "decoder_model.onnx"
         common.export(model, (ids, am, pos, *past), os.path.join(out_dir, name), ins, outs, opset,
                       dynamic_axes=common.dynamic_axes_for(ins + outs, axes))
+
+
+def main(argv=None):
+    """Seeded Qwen2/Llama causal LMs in the Optimum layout (the LLM pipeline's test models)."""
+    import argparse
+    import json
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import common
+    import qwen2
+
+    ap = argparse.ArgumentParser(description="Seeded Qwen2/Llama causal LM, exported as Optimum does "
+                                 "(decoder_model.onnx, decoder_with_past_model.onnx, config.json).")
+    ap.add_argument("--arch", choices=("qwen2", "llama"), default="qwen2",
+                    help="qwen2: q/k/v bias, RoPE theta 1e6, eps 1e-6, untied head; llama: no bias, "
+                         "theta 1e4, eps 1e-5, tied head")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--ffn", type=int, default=512)
+    ap.add_argument("--vocab", type=int, default=1000)
+    ap.add_argument("--max-pos", type=int, default=256)
+    ap.add_argument("--rope", choices=("runtime", "cache"), default="runtime")
+    ap.add_argument("--mask", choices=("expanded", "additive", "where"), default="expanded")
+    ap.add_argument("--opset", type=int, choices=(14, 17), default=14)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    import torch
+
+    q = a.arch == "qwen2"
+    cfg = {"hidden": a.hidden, "heads": a.heads, "kv_heads": a.kv_heads, "ffn": a.ffn, "vocab": a.vocab,
+           "layers": a.layers, "eps": 1e-6 if q else 1e-5, "rope_theta": 1e6 if q else 1e4,
+           "max_pos": a.max_pos, "qkv_bias": q, "tie": not q, "rope": a.rope, "mask": a.mask,
+           "attn_gain": 2.0, "frequent": min(300, a.vocab // 4)}
+    model = build(torch, cfg)(cfg).eval()
+    qwen2.init_weights(torch, model, "", a.seed, cfg)
+    with torch.no_grad():   # token embeddings as trained ones look: small rows
+        e = common.normal(a.seed, "model.embed_tokens.weight", (a.vocab, a.hidden), 0.02)
+        if cfg["tie"]:      # the tied head gives the frequent ids clear winners too
+            common.boost_rows(e, a.seed, common.frequent_token_ids(a.seed, a.vocab, cfg["frequent"]))
+        model.model.embed_tokens.weight.copy_(torch.from_numpy(e))
+    export_optimum(torch, model, cfg, a.out, a.opset)
+    conf = {"architectures": ["Qwen2ForCausalLM" if q else "LlamaForCausalLM"], "model_type": a.arch,
+            "hidden_size": a.hidden, "intermediate_size": a.ffn, "num_attention_heads": a.heads,
+            "num_key_value_heads": a.kv_heads, "num_hidden_layers": a.layers, "vocab_size": a.vocab,
+            "max_position_embeddings": a.max_pos, "rms_norm_eps": cfg["eps"], "rope_theta": cfg["rope_theta"],
+            "tie_word_embeddings": cfg["tie"], "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2,
+            "torch_dtype": "float32"}
+    tmp = os.path.join(a.out, "config.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(conf, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, os.path.join(a.out, "config.json"))
+
+
+if __name__ == "__main__":
+    main()

@@ -248,8 +248,8 @@ int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t sto
 			break;
 		out[(*nout)++] = tok;
 		rep->generated = *nout;
-		if (fn)
-			fn(ctx, tok);
+		if (fn && fn(ctx, tok, logits, d) != WL_OK)
+			return WL_ERR;
 	}
 	return WL_OK;
 }

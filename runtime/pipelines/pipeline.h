@@ -82,8 +82,9 @@ typedef struct LlmReport {
 	double *step_ms;                   /* per position (malloc'ed, prompt + generated) */
 	int nsteps;
 } LlmReport;
-/* Called with each generated id as it is produced (may be NULL). */
-typedef void (*LlmTokenFn)(void *ctx, int64_t id);
+/* Called with each generated id as it is produced, with the logits that
+ * chose it (a view, valid during the call). Returns WL_OK or WL_ERR (stops). */
+typedef int (*LlmTokenFn)(void *ctx, int64_t id, const RTensor *logits, Diag *d);
 /* Greedy decoding (argmax, first index on ties) of up to max_new ids after
  * prompt[0..np), stopping early at `stop` (>= 0) when it is generated (it is
  * not stored). Ids go to out (capacity max_new); *nout their count. Prompt

@@ -10,7 +10,12 @@
 3. `wlower generate --pipeline PIPE --prompt-ids 1 --max-new-tokens 64` must print exactly the
    64 ids of llama2.c's own run.c (tests/oracle/stories260K_greedy.json, recorded from run.c and
    checked against an independent float64 forward pass by the llama2c test); --json too.
-4. Bad input, one line on stderr and exit 1 (2 for usage), nothing left behind: a prompt longer
+4. Seeded Qwen2/Llama-shaped causal LMs (examples/models/hf_llama.py: 2 layers, GQA 4/2 heads;
+   RoPE at run time or from a table; the expanded, additive and Where mask forms; float and
+   4-bit from `wlower quantize`): `wlower generate --prompt-ids 1,5,9 --max-new-tokens 16` equal
+   to the oracle's own loop (tests/oracle/ort_generate.js: ONNX Runtime on the same export,
+   prompt in one run, cache grown by concatenation), per-step logits PSNR >= 100 dB.
+5. Bad input, one line on stderr and exit 1 (2 for usage), nothing left behind: a prompt longer
    than max_seq, a prompt id >= vocab, a pipeline whose program file was altered or removed, an
    export without present outputs, a pipeline dir that is not one; -o onto a folder with user
    files is refused and the files stay.
@@ -49,6 +54,66 @@ def one_line_error(r, code, needle):
     err = [l for l in r.stderr.splitlines() if l.strip()]
     ok = r.returncode == code and len(err) == 1 and needle in err[0]
     return ok, "exit %d, stderr %r" % (r.returncode, r.stderr.strip()[-300:])
+
+
+SEEDED = [  # (name, hf_llama.py arguments, 4-bit too)
+    ("qwen2-runtime-expanded", ["--arch", "qwen2", "--rope", "runtime", "--mask", "expanded"], True),
+    ("qwen2-cache-additive", ["--arch", "qwen2", "--rope", "cache", "--mask", "additive"], False),
+    ("llama-runtime-where", ["--arch", "llama", "--rope", "runtime", "--mask", "where"], False),
+]
+
+
+def seeded(W, work, targets, t):
+    """Seeded exports against the ONNX Runtime loop (point 4 of the doc)."""
+    prompt, n = "1,5,9", 16
+    for name, gen_args, nbits in SEEDED:
+        src = os.path.join(work, name)
+        if not os.path.exists(os.path.join(src, "config.json")):
+            r = run([PY, os.path.join(ROOT, "examples", "models", "hf_llama.py"), "--out", src] + gen_args)
+            if r.returncode:
+                t.check(name + ": generate the export", False, r.stderr.strip()[-300:])
+                continue
+        variants = [(name, src)]
+        if nbits:
+            q = src + "-nbits"
+            os.makedirs(q, exist_ok=True)
+            shutil.copy(os.path.join(src, "config.json"), q)
+            ok = True
+            for g in ("decoder_model", "decoder_with_past_model"):
+                r = run([W, "quantize", os.path.join(src, g + ".onnx"), "-o", os.path.join(q, g + ".onnx"),
+                         "--nbits", "4", "--block-size", "32"])
+                ok = ok and r.returncode == 0
+            t.check(name + ": wlower quantize", ok, "" if ok else r.stderr.strip()[-300:])
+            if ok:
+                variants.append((name + "-nbits", q))
+        for label, d in variants:
+            ort_dir = os.path.join(work, label + "-ort-logits")
+            shutil.rmtree(ort_dir, ignore_errors=True)
+            r = run(["node", os.path.join(HERE, "ort_generate.js"), d, "--prompt-ids", prompt, "--max-new-tokens",
+                     str(n), "--threads", "2", "--logits-dir", ort_dir])
+            if r.returncode:
+                t.check(label + ": ONNX Runtime loop", False, r.stderr.strip()[-300:])
+                continue
+            want = r.stdout.strip()
+            for target in targets:
+                pipe = os.path.join(work, "pipe-%s-%s" % (label, target))
+                shutil.rmtree(pipe, ignore_errors=True)
+                r = run([W, d, "--pipeline", "llm", "--target", target, "--max-seq", "64", "-o", pipe])
+                if r.returncode:
+                    t.check("%s/%s: compile" % (label, target), False, r.stderr.strip()[-300:])
+                    continue
+                lg = os.path.join(work, "%s-%s-logits" % (label, target))
+                shutil.rmtree(lg, ignore_errors=True)
+                r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", prompt, "--max-new-tokens", str(n),
+                         "--ignore-eos", "--threads", "2", "--dump-logits", lg])
+                same = r.returncode == 0 and r.stdout.strip() == want
+                t.check("%s/%s: ids equal the ONNX Runtime loop" % (label, target), same,
+                        "" if same else "got %s want %s %s" % (r.stdout.strip(), want, r.stderr.strip()[-200:]))
+                r = run([PY, os.path.join(HERE, "compare.py"), ort_dir, lg, "--psnr", "100"])
+                worst = min((l for l in r.stdout.splitlines() if "psnr=" in l),
+                            key=lambda l: float(l.split("psnr=")[1].split()[0]), default="")
+                t.check("%s/%s: per-step logits >= 100 dB" % (label, target), r.returncode == 0,
+                        "worst " + worst.strip())
 
 
 def main():
@@ -97,6 +162,12 @@ def main():
     if not pipes:
         print("llm-pipeline: %d passed, %d failed" % (t.passed, len(t.failed)))
         return 1
+    print("seeded exports against the ONNX Runtime loop:", flush=True)
+    r = run(["sh", os.path.join(HERE, "install.sh")])
+    if r.returncode:
+        t.check("install the ONNX Runtime oracle", False, (r.stdout + r.stderr).strip()[-300:])
+    else:
+        seeded(W, work, a.targets.split(","), t)
     print("bad input:", flush=True)
     target, pipe = next(iter(pipes.items()))
     r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", ",".join(["1"] * 100), "--max-new-tokens", "64"])
