@@ -78,6 +78,7 @@ int pass_dce(Module *m, PassContext *ctx, Diag *d);
 int pass_identity_elim(Module *m, PassContext *ctx, Diag *d);
 int pass_shape_infer(Module *m, PassContext *ctx, Diag *d);
 int pass_specialize_dims(Module *m, PassContext *ctx, Diag *d);
+int pass_inline_if(Module *m, PassContext *ctx, Diag *d);
 /* canonicalize (issue 4) */
 int pass_fold_constants(Module *m, PassContext *ctx, Diag *d);
 int pass_canonicalize_layernorm(Module *m, PassContext *ctx, Diag *d);
