@@ -21,12 +21,16 @@ static const char CMD[] = "generate";
 static const char usage_generate[] =
 "usage: wlower generate --pipeline PIPE_DIR --prompt-ids ID,ID,... [options]\n"
 "\n"
-"Greedy decoding (argmax, first index on ties) with the pipeline's step program\n"
+"Decoding (greedy: argmax, first index on ties; or sampled) with the pipeline's step program\n"
 "and its static-size KV cache, one position at a time (the prompt too).\n"
 "PIPE_DIR: 'wlower LLM_DIR --pipeline llm --target ref|host -o PIPE_DIR'.\n"
 "\n"
 "  --prompt-ids LIST     prompt token ids, comma-separated (e.g. 1: the BOS id)\n"
 "  --max-new-tokens N    ids to generate (default 32); prompt + N <= max_seq\n"
+"  --temperature T       0 (default): greedy; > 0: sample from softmax(logits / T)\n"
+"  --top-k K             sample among the K most likely ids (default 0: all)\n"
+"  --top-p P             then among the fewest ids reaching probability P (default 1)\n"
+"  --seed S              the sampler's seed (default 0; same seed, same ids)\n"
 "  --ignore-eos          do not stop at the model's eos id\n"
 "  --stream              print each id as it is generated\n"
 "  --threads N           threads for the kernels (default: the online CPUs)\n"
@@ -42,7 +46,8 @@ static const char usage_generate[] =
 
 typedef struct GenArgs {
 	const char *pipeline, *prompt, *json, *dump;
-	long max_new, threads, reps;
+	long max_new, threads, reps, top_k, seed;
+	double temperature, top_p;
 	bool ignore_eos, stream;
 } GenArgs;
 
@@ -55,6 +60,10 @@ static const OptSpec gen_opts[] = {
 	{"--max-new-tokens", NULL, OPT_INT, O(max_new), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	{"--threads", NULL, OPT_INT, O(threads), 1, 1024, false, "%s: '%s' is not 1..1024"},
 	{"--reps", NULL, OPT_INT, O(reps), 1, 1000, false, "%s: '%s' is not 1..1000"},
+	{"--temperature", NULL, OPT_REAL, O(temperature), 0, 100, false, "%s: '%s' is not 0..100"},
+	{"--top-k", NULL, OPT_INT, O(top_k), 0, 1 << 24, false, "%s: '%s' is not 0..16777216"},
+	{"--top-p", NULL, OPT_REAL, O(top_p), 0, 1, true, "%s: '%s' is not in (0, 1]"},
+	{"--seed", NULL, OPT_INT, O(seed), 0, 2147483647L, false, "%s: '%s' is not 0..2147483647"},
 	{"--ignore-eos", NULL, OPT_FLAG, O(ignore_eos)},
 	{"--stream", NULL, OPT_FLAG, O(stream)},
 	OPT_END,
@@ -196,8 +205,9 @@ static int generate(const GenArgs *a, const int64_t *prompt, int np)
 	for (int r = 0; r < a->reps && rc == 0; r++) {
 		int n;
 		sink.count = 0;
-		if (llm_generate(l, prompt, np, (int)a->max_new, stop, ids, &n, r == 0 ? on_token : NULL, &sink, &reps[r],
-		                 &d) != WL_OK)
+		LlmSampling smp = {a->temperature, a->top_p, (int)a->top_k, (uint64_t)a->seed};
+		if (llm_generate(l, prompt, np, (int)a->max_new, stop, &smp, ids, &n, r == 0 ? on_token : NULL, &sink,
+		                 &reps[r], &d) != WL_OK)
 			rc = cmd_error(CMD, &d);
 		else if (r > 0 && (n != nid))
 			rc = cmd_error(CMD, &(Diag){.msg = "the ids differ between repetitions (non-deterministic run)"});
@@ -225,7 +235,7 @@ int cmd_generate(int argc, char **argv)
 {
 	if (opt_help(argc, argv, usage_generate))
 		return 0;
-	GenArgs a = {.max_new = 32, .reps = 1};
+	GenArgs a = {.max_new = 32, .reps = 1, .top_p = 1.0};
 	const char *pos = NULL;
 	int rc = opt_parse(CMD, gen_opts, argc, argv, &a, &pos, "argument", NULL);
 	if (rc)

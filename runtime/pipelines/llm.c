@@ -206,9 +206,63 @@ static int64_t argmax(const RTensor *t)
 	return best;
 }
 
-int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t stop, int64_t *out, int *nout,
-                 LlmTokenFn fn, void *ctx, LlmReport *rep, Diag *d)
+/* xorshift64* (Vigna): the sampler's generator; state never 0. */
+static double next_uniform(uint64_t *st)
 {
+	*st ^= *st >> 12;
+	*st ^= *st << 25;
+	*st ^= *st >> 27;
+	return (double)((*st * 0x2545F4914F6CDD1DULL) >> 11) / 9007199254740992.0;   /* [0, 1) */
+}
+
+typedef struct Cand { double p; int64_t id; } Cand;
+
+static int cand_cmp(const void *a, const void *b)
+{
+	const Cand *x = a, *y = b;
+	return x->p < y->p ? 1 : x->p > y->p ? -1 : (x->id > y->id) - (x->id < y->id);
+}
+
+/* One id from logits by temperature / top-k / top-p (LlmSampling). */
+static int64_t sample(const RTensor *t, const LlmSampling *s, uint64_t *st, Cand *c)
+{
+	const float *x = t->data;
+	int64_t n = rt_numel(t);
+	double mx = x[argmax(t)], sum = 0;
+	for (int64_t i = 0; i < n; i++) {
+		c[i].p = exp(((double)x[i] - mx) / s->temperature);
+		c[i].id = i;
+	}
+	qsort(c, (size_t)n, sizeof *c, cand_cmp);
+	int64_t k = s->top_k > 0 && s->top_k < n ? s->top_k : n;
+	for (int64_t i = 0; i < k; i++)
+		sum += c[i].p;
+	double acc = 0;
+	for (int64_t i = 0; i < k; i++) {     /* nucleus: the smallest prefix reaching top_p */
+		acc += c[i].p / sum;
+		if (acc >= s->top_p) {
+			k = i + 1;
+			break;
+		}
+	}
+	double total = 0;
+	for (int64_t i = 0; i < k; i++)
+		total += c[i].p;
+	double r = next_uniform(st) * total;
+	for (int64_t i = 0; i < k; i++) {
+		r -= c[i].p;
+		if (r < 0)
+			return c[i].id;
+	}
+	return c[k - 1].id;
+}
+
+int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t stop, const LlmSampling *smp,
+                 int64_t *out, int *nout, LlmTokenFn fn, void *ctx, LlmReport *rep, Diag *d)
+{
+	bool greedy = !smp || smp->temperature <= 0;
+	uint64_t st = smp && smp->seed ? smp->seed : 0x9E3779B97F4A7C15ULL;
+	Cand *cand = NULL;
 	const LlmInfo *li = &l->info;
 	*nout = 0;
 	memset(rep, 0, sizeof *rep);
@@ -221,6 +275,8 @@ int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t sto
 		if (prompt[i] < 0 || prompt[i] >= li->vocab)
 			return diag_fail(d, "prompt id %lld at position %d is out of range (vocab %d)", (long long)prompt[i],
 			                 i, li->vocab);
+	if (!greedy && !(cand = malloc((size_t)li->vocab * sizeof *cand)))
+		wl_die(__FILE__, __LINE__, "out of memory");
 	for (int i = 0; i < 2 * li->layers; i++)
 		memset(l->cache[i].data, 0, l->cache[i].nbytes);
 	rep->prompt_tokens = np;
@@ -231,8 +287,10 @@ int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t sto
 	for (int p = 0; p < np + max_new - 1 && *nout < max_new; p++) {
 		const RTensor *logits;
 		double t0 = wl_now_ms();
-		if (step(l, tok, p, &logits, d) != WL_OK)
+		if (step(l, tok, p, &logits, d) != WL_OK) {
+			free(cand);
 			return WL_ERR;
+		}
 		double dt = wl_now_ms() - t0;
 		rep->step_ms[rep->nsteps++] = dt;
 		if (p < np)
@@ -243,13 +301,16 @@ int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t sto
 			tok = prompt[p + 1];
 			continue;
 		}
-		tok = argmax(logits);
+		tok = greedy ? argmax(logits) : sample(logits, smp, &st, cand);
 		if (tok == stop)
 			break;
 		out[(*nout)++] = tok;
 		rep->generated = *nout;
-		if (fn && fn(ctx, tok, logits, d) != WL_OK)
+		if (fn && fn(ctx, tok, logits, d) != WL_OK) {
+			free(cand);
 			return WL_ERR;
+		}
 	}
+	free(cand);
 	return WL_OK;
 }

@@ -85,11 +85,22 @@ typedef struct LlmReport {
 /* Called with each generated id as it is produced, with the logits that
  * chose it (a view, valid during the call). Returns WL_OK or WL_ERR (stops). */
 typedef int (*LlmTokenFn)(void *ctx, int64_t id, const RTensor *logits, Diag *d);
-/* Greedy decoding (argmax, first index on ties) of up to max_new ids after
+/* How the next id is chosen: temperature 0 = greedy (argmax, first index on
+ * ties); else softmax(logits / temperature) restricted to the top_k ids
+ * (0 = all) and then to the smallest set whose probability reaches top_p
+ * (1 = all), sampled with a xorshift64* generator seeded by seed (the same
+ * seed gives the same ids on every run and target with equal logits). */
+typedef struct LlmSampling {
+	double temperature, top_p;
+	int top_k;
+	uint64_t seed;
+} LlmSampling;
+
+/* Decoding (sampling as above; NULL = greedy) of up to max_new ids after
  * prompt[0..np), stopping early at `stop` (>= 0) when it is generated (it is
  * not stored). Ids go to out (capacity max_new); *nout their count. Prompt
  * ids must be in [0, vocab) and np + max_new <= max_seq. */
-int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t stop, int64_t *out, int *nout,
-                 LlmTokenFn fn, void *ctx, LlmReport *rep, Diag *d);
+int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t stop, const LlmSampling *smp,
+                 int64_t *out, int *nout, LlmTokenFn fn, void *ctx, LlmReport *rep, Diag *d);
 
 #endif
