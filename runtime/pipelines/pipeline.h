@@ -89,7 +89,9 @@ typedef int (*LlmTokenFn)(void *ctx, int64_t id, const RTensor *logits, Diag *d)
  * ties); else softmax(logits / temperature) restricted to the top_k ids
  * (0 = all) and then to the smallest set whose probability reaches top_p
  * (1 = all), sampled with a xorshift64* generator seeded by seed (the same
- * seed gives the same ids on every run and target with equal logits). */
+ * seed gives the same ids run after run; across targets only while their
+ * logits agree closely enough that no draw falls on the other side of a
+ * bucket boundary). */
 typedef struct LlmSampling {
 	double temperature, top_p;
 	int top_k;
