@@ -13,17 +13,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "compiler/driver/commands.h"
 #include "runtime/pipelines/pipeline.h"
 
 static const char CMD[] = "generate";
 
 static const char usage_generate[] =
-"usage: wlower generate --pipeline PIPE_DIR --prompt-ids ID,ID,... [options]\n"
+"usage: wlower generate (--pipeline PIPE_DIR | --model LLM_DIR --target ref|host [--max-seq N]\n"
+"                        [--cpu NAME]) --prompt-ids ID,ID,... [options]\n"
 "\n"
 "Decoding (greedy: argmax, first index on ties; or sampled) with the pipeline's step program\n"
 "and its static-size KV cache, one position at a time (the prompt too).\n"
-"PIPE_DIR: 'wlower LLM_DIR --pipeline llm --target ref|host -o PIPE_DIR'.\n"
+"PIPE_DIR: 'wlower LLM_DIR --pipeline llm --target ref|host -o PIPE_DIR'. With --model,\n"
+"the pipeline is compiled on first use into a cache keyed by the sha256 of LLM_DIR's files,\n"
+"the target and the compile options ($WLOWER_CACHE, else $XDG_CACHE_HOME/wlower, else\n"
+"~/.cache/wlower) and reused after.\n"
 "\n"
 "  --prompt-ids LIST     prompt token ids, comma-separated (e.g. 1: the BOS id)\n"
 "  --max-new-tokens N    ids to generate (default 32); prompt + N <= max_seq\n"
@@ -45,7 +50,7 @@ static const char usage_generate[] =
 "exit status: 0 success, 1 bad input (one line naming the file or the id), 2 usage error\n";
 
 typedef struct GenArgs {
-	const char *pipeline, *prompt, *json, *dump;
+	const char *pipeline, *prompt, *json, *dump, *model, *target, *max_seq, *cpu;
 	long max_new, threads, reps, top_k, seed;
 	double temperature, top_p;
 	bool ignore_eos, stream;
@@ -54,6 +59,10 @@ typedef struct GenArgs {
 #define O(f) offsetof(GenArgs, f)
 static const OptSpec gen_opts[] = {
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
+	{"--model", NULL, OPT_STRING, O(model)},
+	{"--target", NULL, OPT_STRING, O(target)},
+	{"--max-seq", NULL, OPT_STRING, O(max_seq)},
+	{"--cpu", NULL, OPT_STRING, O(cpu)},
 	{"--prompt-ids", NULL, OPT_STRING, O(prompt)},
 	{"--json", NULL, OPT_STRING, O(json)},
 	{"--dump-logits", NULL, OPT_STRING, O(dump)},
@@ -181,6 +190,95 @@ static void report(const LlmInfo *li, const LlmReport *reps, int nrep, const Gen
 	cJSON_Delete(root);
 }
 
+/* The cache folder for pipelines: $WLOWER_CACHE, $XDG_CACHE_HOME/wlower or ~/.cache/wlower. */
+static int cache_root(char *buf, size_t n)
+{
+	const char *w = getenv("WLOWER_CACHE"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+	if (w && *w)
+		snprintf(buf, n, "%s", w);
+	else if (x && *x)
+		snprintf(buf, n, "%s/wlower", x);
+	else if (h && *h)
+		snprintf(buf, n, "%s/.cache/wlower", h);
+	else
+		return cmd_usage(CMD, "%s", "--model: no cache folder (set WLOWER_CACHE or HOME)");
+	return CMD_OK;
+}
+
+/* sha256 of what decides the compiled pipeline: the files of LLM_DIR the
+ * pipeline reads, the target, the compile options, the wlower version. */
+static int cache_key(const GenArgs *a, char key[65], Diag *d)
+{
+	static const char *files[] = {"config.json", "decoder_with_past_model.onnx", "decoder_with_past_model.onnx.data"};
+	size_t cap = 4096, len = 0;
+	char *txt = malloc(cap);
+	if (!txt)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	len += (size_t)snprintf(txt + len, cap - len, "wlower %s\ntarget %s\nmax-seq %s\ncpu %s\n", WLOWER_VERSION,
+	                        a->target, a->max_seq ? a->max_seq : "-", a->cpu ? a->cpu : "-");
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		char path[4096], hex[65];
+		snprintf(path, sizeof path, "%s/%s", a->model, files[i]);
+		struct stat st;
+		if (stat(path, &st) != 0) {
+			if (i < 2) {
+				free(txt);
+				return diag_fail(d, "%s: missing (an Optimum export: config.json, decoder_with_past_model.onnx)", path);
+			}
+			continue;
+		}
+		MappedFile f;
+		if (file_map(path, &f, d) != WL_OK) {
+			free(txt);
+			return WL_ERR;
+		}
+		sha256_hex(f.addr ? f.addr : "", f.len, hex);
+		if (f.addr)
+			file_unmap(&f);
+		len += (size_t)snprintf(txt + len, cap - len, "%s %s\n", files[i], hex);
+	}
+	sha256_hex(txt, len, key);
+	free(txt);
+	return WL_OK;
+}
+
+/* --model: the cached pipeline folder, compiled first when absent or invalid. */
+static int cached_pipeline(const GenArgs *a, char *dir, size_t n)
+{
+	char root[2048], key[65];
+	Diag d = {0};
+	int rc = cache_root(root, sizeof root);
+	if (rc != CMD_OK)
+		return rc;
+	if (cache_key(a, key, &d) != WL_OK)
+		return cmd_error(CMD, &d);
+	snprintf(dir, n, "%s/pipelines/%.24s-%s", root, key, a->target);
+	cJSON *pj = NULL;
+	Diag ignored = {0};
+	if (pipeline_read(dir, "llm", &pj, &ignored) == WL_OK) {
+		cJSON_Delete(pj);
+		return CMD_OK;
+	}
+	char parent[4096];
+	snprintf(parent, sizeof parent, "%s/pipelines", root);
+	if (mkdir_p(parent, &d) != WL_OK)
+		return cmd_error(CMD, &d);
+	fprintf(stderr, "wlower generate: compiling %s for %s into %s (first use)\n", a->model, a->target, dir);
+	const char *argv[16] = {"wlower", a->model, "--pipeline", "llm", "--target", a->target, "-o", dir};
+	int argc = 8;
+	if (a->max_seq) {
+		argv[argc++] = "--max-seq";
+		argv[argc++] = a->max_seq;
+	}
+	if (a->cpu) {
+		argv[argc++] = "--cpu";
+		argv[argc++] = a->cpu;
+	}
+	argv[argc] = NULL;
+	rc = cmd_compile(argc, (char **)argv);
+	return rc == 0 ? CMD_OK : rc;
+}
+
 static int generate(const GenArgs *a, const int64_t *prompt, int np)
 {
 	Diag d = {0};
@@ -242,8 +340,18 @@ int cmd_generate(int argc, char **argv)
 		return rc;
 	if (pos)
 		return cmd_usage(CMD, "unexpected argument '%s' (the pipeline is given with --pipeline)", pos);
-	if (!a.pipeline)
-		return cmd_usage(CMD, "%s", "--pipeline PIPE_DIR is required");
+	if (!a.pipeline == !a.model)
+		return cmd_usage(CMD, "%s", "give --pipeline PIPE_DIR or --model LLM_DIR --target T (one of them)");
+	if (a.model && !a.target)
+		return cmd_usage(CMD, "%s", "--model needs --target ref|host");
+	if (a.pipeline && (a.target || a.max_seq || a.cpu))
+		return cmd_usage(CMD, "%s", "--target, --max-seq and --cpu go with --model, not --pipeline");
+	char cached[4096];
+	if (a.model) {
+		if ((rc = cached_pipeline(&a, cached, sizeof cached)) != CMD_OK)
+			return rc;
+		a.pipeline = cached;
+	}
 	if (!a.prompt)
 		return cmd_usage(CMD, "%s", "--prompt-ids is required (e.g. --prompt-ids 1)");
 	if (!a.threads)

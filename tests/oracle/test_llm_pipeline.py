@@ -15,10 +15,11 @@
    4-bit from `wlower quantize`): `wlower generate --prompt-ids 1,5,9 --max-new-tokens 16` equal
    to the oracle's own loop (tests/oracle/ort_generate.js: ONNX Runtime on the same export,
    prompt in one run, cache grown by concatenation), per-step logits PSNR >= 100 dB.
-5. Sampling (--temperature 0.8 --top-k 40 --top-p 0.9 --seed S): the same ids for one seed on
+5. --model EXPORT --target ref: compiled into $WLOWER_CACHE on first use, reused after.
+6. Sampling (--temperature 0.8 --top-k 40 --top-p 0.9 --seed S): the same ids for one seed on
    one target, run after run, others for another seed. (Across targets the ids agree only as
    long as the logits do: a draw near a bucket boundary follows the last bits.)
-6. Bad input, one line on stderr and exit 1 (2 for usage), nothing left behind: a prompt longer
+7. Bad input, one line on stderr and exit 1 (2 for usage), nothing left behind: a prompt longer
    than max_seq, a prompt id >= vocab, a pipeline whose program file was altered or removed, an
    export without present outputs, a pipeline dir that is not one; -o onto a folder with user
    files is refused and the files stay.
@@ -180,6 +181,17 @@ def main():
             got.append(r.stdout.strip() if r.returncode == 0 else None)
         t.check("%s: --seed 1 twice, the same ids" % target, got[0] is not None and got[0] == got[1], str(got))
         t.check("%s: --seed 2 differs from --seed 1" % target, got[2] is not None and got[2] != got[0], str(got))
+    print("--model (compiled into a cache on first use):", flush=True)
+    env = dict(os.environ, WLOWER_CACHE=os.path.join(work, "cache"))
+    shutil.rmtree(env["WLOWER_CACHE"], ignore_errors=True)
+    outs = []
+    for i in range(2):
+        r = run([W, "generate", "--model", export, "--target", "ref", "--max-seq", "96", "--prompt-ids", "1",
+                 "--max-new-tokens", "16"], env=env)
+        outs.append((r.returncode, r.stdout.strip(), "compiling" in r.stderr))
+    t.check("first use compiles, second reuses, ids equal run.c's",
+            outs[0][0] == 0 and outs[1][0] == 0 and outs[0][2] and not outs[1][2] and
+            outs[0][1] == outs[1][1] == ",".join(map(str, want[:16])), str(outs))
     print("bad input:", flush=True)
     target, pipe = next(iter(pipes.items()))
     r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", ",".join(["1"] * 100), "--max-new-tokens", "64"])
