@@ -139,6 +139,14 @@ static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
 
 /* ---------------------------------------------------------------- repacking */
 
+/* Element i of float32 data that may be unaligned. */
+static float load_f32(const void *base, int64_t i)
+{
+	float f;
+	memcpy(&f, (const char *)base + i * (int64_t)sizeof f, sizeof f);
+	return f;
+}
+
 static Value *new_init(Graph *gr, const char *hint, int dtype, int64_t count, void **data)
 {
 	Value *v = graph_new_value(gr, hint);
@@ -237,8 +245,9 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 		return diag_fail(d, "%s: node '%s': tensor '%s': expected a constant float bias [%lld]", mname(g), n->name,
 		                 bias->name, (long long)mm.N);
 	const uint8_t *q = B->init->data, *zq = Z && Z->init->dtype == DT_UINT8 ? Z->init->data : NULL;
-	const float *zf = Z && Z->init->dtype == DT_FLOAT ? Z->init->data : NULL;
-	const float *bs = bias ? bias->init->data : NULL;
+	/* initializer data may sit at any offset of the mapped model file: loads by memcpy */
+	const void *zf = Z && Z->init->dtype == DT_FLOAT ? Z->init->data : NULL;
+	const void *bs = bias ? bias->init->data : NULL;
 	int64_t NR = mm.NR, T = mm.T, K = mm.K;
 	Graph *gr = n->graph;
 	void *pb, *ps, *po, *pbias = NULL;
@@ -256,13 +265,13 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 					continue; /* padding: zero weights, scales, offsets, bias */
 				int64_t col = mm.soff[s] + c;
 				if (obias)
-					obias[t * NR + j] = bs[col];
+					obias[t * NR + j] = load_f32(bs, col);
 				for (int64_t kb = 0; kb < mm.kblocks; kb++) {
-					float sc = ((const float *)S->init->data)[col * mm.kblocks + kb], zp = 8.0f;
+					float sc = load_f32(S->init->data, col * mm.kblocks + kb), zp = 8.0f;
 					if (zq)
 						zp = (float)((zq[col * zp_row + kb / 2] >> ((kb & 1) * 4)) & 15);
 					else if (zf)
-						zp = zf[col * mm.kblocks + kb];
+						zp = load_f32(zf, col * mm.kblocks + kb);
 					os[(t * mm.kblocks + kb) * NR + j] = sc;
 					oo[(t * mm.kblocks + kb) * NR + j] = -zp * sc;
 				}
