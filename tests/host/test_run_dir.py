@@ -75,7 +75,7 @@ def manifest(d):
                       "outputs": [{"name": "y", "dtype": "float32", "shape": [2, 3], "format": "float32"},
                                   {"name": "s:sum", "dtype": "float32", "shape": [1], "format": "float32"}],
                       "op_counts": {"Add": 1, "Mul": 1},
-                      "workspace_bytes": 64, "abi": 1, "threads": 0}],
+                      "workspace_bytes": 64, "abi": 2, "threads": 0}],
         "files": [file_entry(d, "module.so"), file_entry(d, "weights.bin")],
         "compile_ms": 0,
     }
@@ -86,7 +86,7 @@ def write_manifest(d, m):
         json.dump(m, f, indent=2)
 
 
-def make_good(cc, d, abi=1):
+def make_good(cc, d, abi=2):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     r = run([cc, "-O2", "-shared", "-fPIC", "-DABI=%d" % abi, "-o", os.path.join(d, "module.so"),
@@ -104,9 +104,9 @@ def make_good(cc, d, abi=1):
     return m
 
 
-def expect_error(name, wlower, d, inputs, want, env=None):
+def expect_error(name, wlower, d, inputs, want, env=None, extra=()):
     """wlower run D must exit 1 with one line naming `want` (substrings)."""
-    cmd = [wlower, "run", d, "--output-dir", d + ".out"]
+    cmd = [wlower, "run", d, "--output-dir", d + ".out"] + list(extra)
     for k, v in inputs:
         cmd += ["--input", "%s=%s" % (k, v)]
     r = run(cmd, env)
@@ -156,7 +156,7 @@ def variants(wlower, cc, work, x, x64, x32, xpath):
         write_manifest(d, m2)
 
     def wrong_abi_so(d, m):
-        make_good(cc, d, abi=2)
+        make_good(cc, d, abi=3)
 
     def sym_dim(m):
         m["programs"][0]["inputs"][0]["shape"] = ["batch", 3]
@@ -191,7 +191,7 @@ def variants(wlower, cc, work, x, x64, x32, xpath):
         ("bad features", mut_manifest(setkey(["hardware", "features"], 3)), good_in,
          ["manifest.json", "hardware.features"]),
         ("missing abi", mut_manifest(delkey(P + ["abi"])), good_in, ["manifest.json", "programs[0].abi"]),
-        ("manifest abi 2", mut_manifest(setkey(P + ["abi"], 2)), good_in, ["manifest.json", "programs[0].abi", "ABI"]),
+        ("manifest abi 3", mut_manifest(setkey(P + ["abi"], 3)), good_in, ["manifest.json", "programs[0].abi", "ABI"]),
         ("missing workspace_bytes", mut_manifest(delkey(P + ["workspace_bytes"])), good_in,
          ["manifest.json", "programs[0].workspace_bytes"]),
         ("negative workspace_bytes", mut_manifest(setkey(P + ["workspace_bytes"], -64)), good_in,
@@ -212,7 +212,7 @@ def variants(wlower, cc, work, x, x64, x32, xpath):
         ("missing module.so", remove("module.so"), good_in, ["module.so", "cannot open"]),
         ("module.so not an ELF", bogus_so, good_in, ["module.so", "cannot load"]),
         ("module.so wrong size", write("module.so", "x"), good_in, ["module.so", "manifest"]),
-        ("module.so ABI 2", wrong_abi_so, good_in, ["module.so", "ABI 2"]),
+        ("module.so ABI 3", wrong_abi_so, good_in, ["module.so", "ABI 3"]),
         ("missing weights.bin", remove("weights.bin"), good_in, ["weights.bin", "cannot open"]),
         ("truncated weights.bin", truncate_weights, good_in, ["weights.bin", "truncated", "40 bytes"]),
         ("weights.bin edited, same size", flip_weights, good_in, ["weights.bin", "sha256", "was modified"]),
@@ -304,6 +304,46 @@ def real_module(wlower, work):
                  ["weights.bin", "sha256", "was modified"])
     r = run([wlower, "run", t, "--no-verify", "--output-dir", t + ".out"] + ins)
     ok("real: --no-verify runs the edited module", r.returncode == 0, r.stderr.strip()[-300:])
+    manifest_vs_module(wlower, d, ins)
+
+
+def manifest_vs_module(wlower, d, ins):
+    """An edited manifest.json that disagrees with what module.so reports
+    (wl_module_info): one line naming manifest.json and the field, never a
+    buffer overrun (the issue: heap corruption and SIGSEGV)."""
+    with open(os.path.join(d, "manifest.json")) as f:
+        good = json.load(f)
+    P = ["programs", 0]
+
+    def setkey(m, path, v):
+        o = m
+        for k in path[:-1]:
+            o = o[k]
+        o[path[-1]] = v
+
+    cases = [
+        ("smaller output shape", P + ["outputs", 0, "shape"], [4, 32], ["programs[0].outputs[0].shape", "[4,32]",
+                                                                         "compiled for [4,64]"]),
+        ("smaller input shape", P + ["inputs", 0, "shape"], [4, 32], ["programs[0].inputs[0].shape", "[4,32]"]),
+        ("workspace_bytes 16", P + ["workspace_bytes"], 16, ["programs[0].workspace_bytes", "16"]),
+        ("output dtype float16", P + ["outputs", 0, "dtype"], "float16", ["programs[0].outputs[0].dtype",
+                                                                          "float16", "compiled for float32"]),
+        ("renamed input", P + ["inputs", 0, "name"], "q", ["programs[0].inputs[0].name", "'q'"]),
+        ("one output fewer", P + ["outputs"], [], ["programs[0].outputs"]),
+    ]
+    for name, path, v, want in cases:
+        t = d + "-mf"
+        shutil.rmtree(t, ignore_errors=True)
+        shutil.copytree(d, t)
+        m = copy.deepcopy(good)
+        setkey(m, path, v)
+        write_manifest(t, m)
+        for flag in ([], ["--no-verify"]):
+            cmd_ins = [(k, v2) for k, v2 in (a.split("=", 1) for a in ins[1::2])]
+            if name == "renamed input":
+                cmd_ins = [("q" if k == "x" else k, v2) for k, v2 in cmd_ins]
+            expect_error("real: manifest %s%s" % (name, " " + flag[0] if flag else ""), wlower, t, cmd_ins,
+                         ["manifest.json"] + want, extra=flag)
 
 
 def main():
@@ -334,7 +374,9 @@ def main():
         ok("public C API (rt_api)", r.returncode == 0 and r.stdout.rstrip().endswith("OK")
            and "run 0: y = -1.5 -1.5 0.5 4.5 10.5 18.5; s = 31" in r.stdout
            and "run 1: y = -0.5 -1.5 0.5 4.5 10.5 18.5; s = 32" in r.stdout
-           and "run error: " + good + ": input 'x' (float32[2,3]) not bound" in r.stdout,
+           and "run error: " + good + ": input 'x' (float32[2,3]) not bound" in r.stdout
+           and "index error: input 'x' of node 'fixture' (Gather): index 99 at [0,0] out of range [-6, 6)"
+           in r.stdout,
            r.stderr[-500:])
 
     print("malformed module directories:")

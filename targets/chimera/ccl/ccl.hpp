@@ -4,6 +4,8 @@
 #define CCL_HPP
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include "program.hpp"
 
@@ -25,6 +27,38 @@ inline void dma(Ctx &c, void *dst, const void *src, unsigned long long bytes, Di
 		c.ddr_to_ocm += bytes;
 	else
 		c.ocm_to_ddr += bytes;
+}
+
+/* The indices of an index-consuming kernel (emitted by targets/chimera/ops/
+ * ck_index_site): the tensor, its node and op, whether it is a graph input,
+ * its shape. */
+struct IndexSite {
+	const char *tensor, *node, *op;
+	int graph_input, rank;
+	long long dims[8];
+};
+
+/* Index `value` at flat position pos of s's tensor is outside [-size, size):
+ * ends the run with the one line every target gives (compiler/ir/diag.c
+ * diag_index_range) on stderr, exit status 1, before any output is written. */
+[[noreturn]] inline void index_fail(const IndexSite &s, long long pos, long long value, long long size)
+{
+	long long at[8] = {0};
+	for (int i = (s.rank < 8 ? s.rank : 8) - 1; i >= 0; i--) {
+		long long n = s.dims[i] > 0 ? s.dims[i] : 1;
+		at[i] = pos % n;
+		pos /= n;
+	}
+	char where[256];
+	size_t k = (size_t)std::snprintf(where, sizeof where, "[");
+	for (int i = 0; i < s.rank && i < 8 && k < sizeof where; i++)
+		k += (size_t)std::snprintf(where + k, sizeof where - k, "%s%lld", i ? "," : "", at[i]);
+	if (k < sizeof where)
+		std::snprintf(where + k, sizeof where - k, "]");
+	std::fprintf(stderr, "%s '%s' of node '%s' (%s): index %lld at %s out of range [-%lld, %lld)\n",
+	             s.graph_input ? "input" : "tensor", s.tensor, s.node, s.op, value, where, size, size);
+	std::fflush(stderr);
+	std::exit(1);
 }
 
 } // namespace ccl

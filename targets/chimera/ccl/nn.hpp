@@ -187,18 +187,16 @@ void mul(ccl::Ctx &c, const void *a, const void *b, void *y)
 }
 
 template <long long NIDS, long long V, long long D, int FY, int IDS64>
-void embedding(ccl::Ctx &c, const void *ids, const void *table, void *y)
+void embedding(ccl::Ctx &c, const void *ids, const void *table, void *y, const ccl::IndexSite &site)
 {
 	constexpr size_t es = ccl::elemSize(FY), row = (size_t)D * es;
 	for (long long i = 0; i < NIDS; i++) {
 		long long id = IDS64 ? (long long)((const int64_t *)ids)[i] : (long long)((const int32_t *)ids)[i];
+		if (id < -V || id >= V)
+			ccl::index_fail(site, i, id, V);
 		if (id < 0)
 			id += V;
-		uint8_t *dst = (uint8_t *)y + (size_t)i * row;
-		if (id < 0 || id >= V)
-			std::memset(dst, 0, row);
-		else
-			std::memcpy(dst, (const uint8_t *)table + (size_t)id * row, row);
+		std::memcpy((uint8_t *)y + (size_t)i * row, (const uint8_t *)table + (size_t)id * row, row);
 	}
 	c.alu += (unsigned long long)NIDS * D;
 }
