@@ -26,6 +26,7 @@
  *                                const uint8_t *weights, uint8_t *workspace);
  */
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -387,6 +388,35 @@ static int load_weights(WlModule *m, const char *mpath, const ModFile *f, Diag *
 	return verify_sha(m, f->path, mpath, p, m->weights_len, f->hex, d);
 }
 
+/* The ELF headers of module.so against its size, before dlopen (also with
+ * WL_OPEN_NO_VERIFY): a truncated file whose manifest was edited to match
+ * would otherwise make dlopen fault (SIGBUS) on a segment past the end. */
+static int check_elf(const char *path, uint64_t size, Diag *d)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return diag_fail(d, "%s: cannot open: %s", path, strerror(errno));
+	Elf64_Ehdr eh;
+	int rc = WL_OK;
+	if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr))
+		rc = diag_fail(d, "%s: cannot load: not a 64-bit ELF shared object", path);
+	else if (eh.e_phoff > size || (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) > size - eh.e_phoff ||
+	         (eh.e_shoff && (eh.e_shoff > size || (uint64_t)eh.e_shnum * eh.e_shentsize > size - eh.e_shoff)))
+		rc = diag_fail(d, "%s: cannot load: truncated (its ELF headers reach past its %llu bytes)", path,
+		               (unsigned long long)size);
+	for (int i = 0; rc == WL_OK && i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph)) != (ssize_t)sizeof ph)
+			rc = diag_fail(d, "%s: cannot load: cannot read program header %d", path, i);
+		else if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset))
+			rc = diag_fail(d, "%s: cannot load: truncated (segment %d ends at byte %llu of %llu)", path, i,
+			               (unsigned long long)(ph.p_offset + ph.p_filesz), (unsigned long long)size);
+	}
+	close(fd);
+	return rc;
+}
+
 static int load_so(WlModule *m, const char *mpath, const ModFile *f, Diag *d)
 {
 	struct stat st;
@@ -406,6 +436,8 @@ static int load_so(WlModule *m, const char *mpath, const ModFile *f, Diag *d)
 		if (vr != WL_OK)
 			return WL_ERR;
 	}
+	if (check_elf(f->path, (uint64_t)st.st_size, d) != WL_OK)
+		return WL_ERR;
 	/* dlopen searches the library path unless the name has a '/' */
 	char abs[4096 + 2];
 	snprintf(abs, sizeof abs, "%s%s", f->path[0] == '/' ? "" : "./", f->path);

@@ -62,8 +62,11 @@ typedef struct WlTensorInfo {
  * NULL, sets *err to a malloc'ed one-line message (free() it). */
 WlModule *wl_open(const char *dir, int threads, char **err);
 /* wl_open with flags: WL_OPEN_NO_VERIFY skips the sha256 check of module.so
- * and weights.bin against the manifest (sizes are still checked), for
- * trusted deployments where opening must be fast. */
+ * and weights.bin against the manifest, for trusted deployments where
+ * opening must be fast. Still checked: file sizes, module.so's ELF headers
+ * against its size (no SIGBUS in dlopen on a truncated file), the manifest
+ * against the module's own description. Not detected: a same-size edit of
+ * either file (module.so is native code: load only one you trust). */
 enum { WL_OPEN_NO_VERIFY = 1 };
 WlModule *wl_open_flags(const char *dir, int threads, unsigned flags, char **err);
 void wl_close(WlModule *m);

@@ -349,6 +349,33 @@ def real_module(wlower, work):
     r = run([wlower, "run", t, "--no-verify", "--output-dir", t + ".out"] + ins)
     ok("real: --no-verify runs the edited module", r.returncode == 0, r.stderr.strip()[-300:])
     manifest_vs_module(wlower, d, ins)
+    truncated_so(wlower, d, ins)
+
+
+def truncated_so(wlower, d, ins):
+    """module.so cut in half, the manifest's size (and sha256) edited to
+    match: an error naming module.so, never SIGBUS in dlopen."""
+    cmd_ins = [tuple(a.split("=", 1)) for a in ins[1::2]]
+    for label, sha, flag, want in (
+            ("size edited", False, [], ["module.so", "sha256", "was modified"]),
+            ("size edited --no-verify", False, ["--no-verify"], ["module.so", "cannot load: truncated"]),
+            ("size and sha256 edited", True, [], ["module.so", "cannot load: truncated"])):
+        t = d + "-so"
+        shutil.rmtree(t, ignore_errors=True)
+        shutil.copytree(d, t)
+        so = os.path.join(t, "module.so")
+        with open(so, "r+b") as f:
+            f.truncate(os.path.getsize(so) // 2)
+        with open(os.path.join(t, "manifest.json")) as f:
+            m = json.load(f)
+        for e in m["files"]:
+            if e["name"] == "module.so":
+                fe = file_entry(t, "module.so")
+                e["bytes"] = fe["bytes"]
+                if sha:
+                    e["sha256"] = fe["sha256"]
+        write_manifest(t, m)
+        expect_error("real: truncated module.so, " + label, wlower, t, cmd_ins, want, extra=flag)
 
 
 def manifest_vs_module(wlower, d, ins):
