@@ -341,8 +341,8 @@ static int index_fail(const KCall *c, Diag *d, int64_t pos, int64_t v, int64_t n
 {
 	const Value *ix = c->node->inputs[1];
 	const RTensor *t = c->in[1];
-	return diag_index_range(d, ix->name, ix->is_input, c->node->name, c->node->op_type, t->ndim, t->dims, pos, v,
-	                        n);
+	return diag_index_range(d, ix->name, ix->is_input ? INDEX_GRAPH_INPUT : 0, c->node->name, c->node->op_type,
+	                        t->ndim, t->dims, pos, v, n);
 }
 
 int ref_gather_run(KCall *c, Diag *d)

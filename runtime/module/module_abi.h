@@ -27,7 +27,8 @@ typedef struct WlIndexSite {
 	const int64_t *dims;        /* the indices tensor's shape (rank dims) */
 	int64_t size;               /* the axis size: valid indices are [-size, size) */
 	int32_t rank;
-	int32_t graph_input;        /* 1: the indices are a graph input */
+	int32_t flags;              /* INDEX_GRAPH_INPUT 1: a graph input; INDEX_NO_WRAP 2: valid
+	                             * indices are [0, size), else [-size, size) (compiler/ir/ir.h) */
 } WlIndexSite;
 
 typedef struct WlHostApi {

@@ -333,8 +333,7 @@ static void api_parallel_for(void *pool, int64_t n, void (*body)(void *ctx, int6
 static void api_index_error(void *rt, const WlIndexSite *s, int64_t pos, int64_t value)
 {
 	WlModule *m = rt;
-	diag_index_range(&m->d, s->tensor, s->graph_input != 0, s->node, s->op, s->rank, s->dims, pos, value,
-	                 s->size);
+	diag_index_range(&m->d, s->tensor, s->flags, s->node, s->op, s->rank, s->dims, pos, value, s->size);
 }
 
 /* ---------------------------------------------------------------- open */

@@ -455,7 +455,7 @@ LLVMValueRef hg_const_i64s(HostGen *g, const int64_t *v, int n)
 	return gv;
 }
 
-LLVMValueRef hg_index_site(HostGen *g, const Node *n, const Value *ind, int64_t size)
+LLVMValueRef hg_index_site(HostGen *g, const Node *n, const Value *ind, int64_t size, int flags)
 {
 	int64_t dims[8];
 	int rank = ind->type.has_shape && ind->type.rank <= 8 ? ind->type.rank : 0;
@@ -463,7 +463,7 @@ LLVMValueRef hg_index_site(HostGen *g, const Node *n, const Value *ind, int64_t 
 		dims[i] = ind->type.dims[i].kind == DIM_VALUE ? ind->type.dims[i].value : 1;
 	LLVMValueRef f[7] = {hg_const_str(g, ind->name), hg_const_str(g, n->name), hg_const_str(g, n->op_type),
 	                     hg_const_i64s(g, dims, rank), hg_i64(g, size), hg_i32(g, rank),
-	                     hg_i32(g, ind->is_input ? 1 : 0)};
+	                     hg_i32(g, flags | (ind->is_input ? INDEX_GRAPH_INPUT : 0))};
 	LLVMValueRef init = LLVMConstStructInContext(g->ctx, f, 7, 0);
 	LLVMValueRef gv = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "site");
 	LLVMSetInitializer(gv, init);
@@ -473,11 +473,12 @@ LLVMValueRef hg_index_site(HostGen *g, const Node *n, const Value *ind, int64_t 
 }
 
 LLVMValueRef hg_index_check(HostGen *g, LLVMValueRef fn, LLVMValueRef site, LLVMValueRef pos, LLVMValueRef k,
-                            int64_t size)
+                            int64_t size, int flags)
 {
 	/* k + size wraps for k near INT64_MIN/MAX: unsigned, it is then >= 2·size */
-	LLVMValueRef u = LLVMBuildAdd(g->b, k, hg_i64(g, size), "");
-	LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntULT, u, hg_i64(g, 2 * size), "inb");
+	bool wrap = !(flags & INDEX_NO_WRAP);
+	LLVMValueRef u = wrap ? LLVMBuildAdd(g->b, k, hg_i64(g, size), "") : k;
+	LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntULT, u, hg_i64(g, wrap ? 2 * size : size), "inb");
 	LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(g->ctx, fn, "oob"),
 	                  cont = LLVMAppendBasicBlockInContext(g->ctx, fn, "inb");
 	LLVMBuildCondBr(g->b, ok, cont, bad);
@@ -490,6 +491,8 @@ LLVMValueRef hg_index_check(HostGen *g, LLVMValueRef fn, LLVMValueRef site, LLVM
 	LLVMBuildCall2(g->b, LLVMFunctionType(g->t_void, pt, 4, 0), cb, ca, 4, "");
 	LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_EINDEX));
 	LLVMPositionBuilderAtEnd(g->b, cont);
+	if (!wrap)
+		return k;
 	LLVMValueRef neg = LLVMBuildICmp(g->b, LLVMIntSLT, k, hg_i64(g, 0), "");
 	return LLVMBuildSelect(g->b, neg, LLVMBuildAdd(g->b, k, hg_i64(g, size), ""), k, "");
 }

@@ -179,14 +179,15 @@ LLVMValueRef hg_const_str(HostGen *g, const char *s);
 LLVMValueRef hg_const_i64s(HostGen *g, const int64_t *v, int n);
 
 /* Index bounds (module_abi.h): hg_index_site makes the WlIndexSite of node
- * n's indices `ind` over an axis of `size`; hg_index_check, in kernel fn
- * (not in a parallel body), checks the index k (i64) at flat position pos:
- * one compare and one branch to a block that calls api->index_error and
- * returns WL_MODULE_EINDEX. Returns k wrapped into [0, size) (ONNX: a
- * negative index counts from the end). */
-LLVMValueRef hg_index_site(HostGen *g, const Node *n, const Value *ind, int64_t size);
+ * n's indices `ind` over an axis of `size` (flags: INDEX_NO_WRAP for [0,
+ * size), else [-size, size); INDEX_GRAPH_INPUT is added from ind);
+ * hg_index_check, in kernel fn (not in a parallel body), checks the index k
+ * (i64) at flat position pos: one unsigned compare and one branch to a
+ * block that calls api->index_error and returns WL_MODULE_EINDEX. Returns k,
+ * a negative one wrapped into [0, size) (ONNX: it counts from the end). */
+LLVMValueRef hg_index_site(HostGen *g, const Node *n, const Value *ind, int64_t size, int flags);
 LLVMValueRef hg_index_check(HostGen *g, LLVMValueRef fn, LLVMValueRef site, LLVMValueRef pos, LLVMValueRef k,
-                            int64_t size);
+                            int64_t size, int flags);
 
 /* Static shapes of graph values (WL_ERR + Diag naming node and tensor if a
  * dim is symbolic/unknown). hg_dims fills up to 8 dims, returns the rank. */

@@ -314,7 +314,7 @@ int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		return WL_OK;
 	LLVMTypeRef it = ind->type.elem == DT_INT64 ? g->t_i64 : g->t_i32;
 	LLVMValueRef src = hg_arg(g, fn, 0), ip = hg_arg(g, fn, 1), dst = hg_arg(g, fn, 2);
-	LLVMValueRef site = hg_index_site(g, n, ind, V);
+	LLVMValueRef site = hg_index_site(g, n, ind, V, 0);
 	HgLoop l;
 	LLVMValueRef i = hg_loop_begin(g, &l, hg_i64(g, 0), hg_i64(g, nidx), 1, "i");
 	LLVMValueRef k = hg_load(g, it, ip, i);
@@ -322,7 +322,7 @@ int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		k = LLVMBuildSExt(g->b, k, g->t_i64, "");
 	/* [-V, V) or an error naming the tensor (one compare + branch per id);
 	 * negative ids count from the end */
-	k = hg_index_check(g, fn, site, i, k, V);
+	k = hg_index_check(g, fn, site, i, k, V, 0);
 	LLVMValueRef s = hg_gep(g, g->t_i8, src, LLVMBuildMul(g->b, k, hg_i64(g, row), ""));
 	LLVMValueRef t = hg_gep(g, g->t_i8, dst, LLVMBuildMul(g->b, i, hg_i64(g, row), ""));
 	LLVMBuildMemCpy(g->b, t, 1, s, 1, hg_i64(g, row));

@@ -28,7 +28,7 @@ typedef struct WlIndexSite {
 	const char *tensor, *node, *op;
 	const int64_t *dims;
 	int64_t size;
-	int32_t rank, graph_input;
+	int32_t rank, flags;
 } WlIndexSite;
 
 typedef struct WlModuleIo { const char *name; const int64_t *dims; int32_t dtype, rank; } WlModuleIo;

@@ -44,7 +44,7 @@ int ck_embedding_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *
 		return WL_ERR;
 	fprintf(f, "%s<%lldLL, %lldLL, %lldLL, %s, %d>(c, %s, %s, %s, ", op->cpp, (long long)e.NI, (long long)e.V,
 	        (long long)e.D, y, nin(n, 1)->type.elem == DT_INT64, a->in[1], a->blob[0], a->out[0]);
-	ck_index_site(f, n, nin(n, 1));
+	ck_index_site(f, n, nin(n, 1), e.V, 0);
 	fputs(");\n", f);
 	return WL_OK;
 }

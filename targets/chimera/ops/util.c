@@ -141,7 +141,7 @@ static void cpp_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-void ck_index_site(FILE *f, const Node *n, const Value *ind)
+void ck_index_site(FILE *f, const Node *n, const Value *ind, int64_t size, int flags)
 {
 	int rank = ind->type.has_shape && ind->type.rank <= 8 ? ind->type.rank : 0;
 	fputs("ccl::IndexSite{", f);
@@ -150,7 +150,7 @@ void ck_index_site(FILE *f, const Node *n, const Value *ind)
 	cpp_str(f, n->name);
 	fputs(", ", f);
 	cpp_str(f, n->op_type);
-	fprintf(f, ", %d, %d, {", ind->is_input ? 1 : 0, rank);
+	fprintf(f, ", %d, %lldLL, %d, {", flags | (ind->is_input ? INDEX_GRAPH_INPUT : 0), (long long)size, rank);
 	for (int i = 0; i < rank; i++)
 		fprintf(f, "%s%lldLL", i ? ", " : "", (long long)ind->type.dims[i].value);
 	fputs("}}", f);
