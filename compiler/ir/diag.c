@@ -93,3 +93,24 @@ void diag_prefix(Diag *d, const char *fmt, ...)
 	flatten(d->msg);
 	d->set = 1;
 }
+
+int diag_index_range(Diag *d, const char *tensor, int flags, const char *node, const char *op, int rank,
+                     const int64_t *dims, int64_t pos, int64_t value, int64_t size)
+{
+	int64_t at[16] = {0};
+	for (int i = rank < 16 ? rank - 1 : 15; i >= 0; i--) {
+		int64_t n = dims[i] > 0 ? dims[i] : 1;
+		at[i] = pos % n;
+		pos /= n;
+	}
+	char where[256];
+	size_t k = (size_t)snprintf(where, sizeof where, "[");
+	for (int i = 0; i < rank && i < 16 && k < sizeof where; i++)
+		k += (size_t)snprintf(where + k, sizeof where - k, "%s%lld", i ? "," : "", (long long)at[i]);
+	if (k < sizeof where)
+		snprintf(where + k, sizeof where - k, "]");
+	return diag_fail(d, "%s '%s' of node '%s' (%s): index %lld at %s out of range [%s%lld, %lld)",
+	                 flags & INDEX_GRAPH_INPUT ? "input" : "tensor", tensor ? tensor : "", node ? node : "",
+	                 op ? op : "?", (long long)value, where, flags & INDEX_NO_WRAP ? "" : "-",
+	                 flags & INDEX_NO_WRAP ? 0LL : (long long)size, (long long)size);
+}

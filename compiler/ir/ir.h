@@ -66,6 +66,17 @@ int diag_fail(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 int diag_vfail(Diag *d, const char *fmt, va_list ap);
 /* Prefix an existing message ("FILE: " + msg); keeps it one line. */
 void diag_prefix(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The one message of an index out of range (Gather, GatherElements, the
+ * position_ids of GroupQueryAttention), the same on every target (the
+ * reference executor, the host runtime; targets/chimera/ccl/ccl.hpp
+ * ccl::index_fail prints the same text):
+ *   "input 'ids' of node 'emb' (Gather): index 1000 at [0,3] out of range [-1000, 1000)"
+ * flags: INDEX_GRAPH_INPUT ("input", else "tensor"), INDEX_NO_WRAP (valid
+ * range [0, size), else [-size, size)); pos is the flat (row-major) position
+ * in the indices tensor of dims[rank]. */
+enum { INDEX_GRAPH_INPUT = 1, INDEX_NO_WRAP = 2 };
+int diag_index_range(Diag *d, const char *tensor, int flags, const char *node, const char *op, int rank,
+                     const int64_t *dims, int64_t pos, int64_t value, int64_t size);
 
 /* ---------------------------------------------------------------- arena.c */
 

@@ -295,8 +295,11 @@ static int gq_shapes(const KCall *c, Diag *d, Core *a)
 			int64_t n = rt_numel(pos);
 			for (int64_t i = 0; i < n; i++) {
 				int64_t p = get_i64(pos->data, pos->dtype, i);
-				if (p < 0 || p >= rows)
-					return kfail(c, d, "position %lld outside the %lld cos/sin rows", (long long)p, (long long)rows);
+				if (p < 0 || p >= rows) {
+					const Value *pv = c->node->inputs[G_POS];
+					return diag_index_range(d, pv->name, INDEX_NO_WRAP | (pv->is_input ? INDEX_GRAPH_INPUT : 0),
+					                        c->node->name, c->node->op_type, pos->ndim, pos->dims, i, p, rows);
+				}
 			}
 		} else if (rows != a->T) {
 			return kfail(c, d, "cos/sin have %lld rows for %lld queries and no position_ids", (long long)rows,

@@ -335,6 +335,16 @@ int ref_gather_infer(KCall *c, Diag *d)
 	return WL_OK;
 }
 
+/* Index pos of input 1 is v, outside [-n, n): the message every target
+ * gives (diag_index_range). */
+static int index_fail(const KCall *c, Diag *d, int64_t pos, int64_t v, int64_t n)
+{
+	const Value *ix = c->node->inputs[1];
+	const RTensor *t = c->in[1];
+	return diag_index_range(d, ix->name, ix->is_input ? INDEX_GRAPH_INPUT : 0, c->node->name, c->node->op_type,
+	                        t->ndim, t->dims, pos, v, n);
+}
+
 int ref_gather_run(KCall *c, Diag *d)
 {
 	RTensor *x = c->in[0], *ix = c->in[1], *y = c->out[0];
@@ -350,8 +360,7 @@ int ref_gather_run(KCall *c, Diag *d)
 	for (int64_t k = 0; k < ni; k++) {
 		int64_t v = get_i64(ix->data, ix->dtype, k);
 		if (v < -n || v >= n)
-			return kfail(c, d, "tensor '%s': index %lld out of range [-%lld, %lld)", kin_name(c, 1),
-			             (long long)v, (long long)n, (long long)n);
+			return index_fail(c, d, k, v, n);
 	}
 	for (int64_t o = 0; o < outer; o++)
 		for (int64_t k = 0; k < ni; k++) {
@@ -389,7 +398,7 @@ int ref_gatherel_run(KCall *c, Diag *d)
 	for (int64_t i = 0; i < n; i++) {
 		int64_t v = get_i64(ix->data, ix->dtype, i);
 		if (v < -x->dims[ax] || v >= x->dims[ax])
-			return kfail(c, d, "tensor '%s': index %lld out of range", kin_name(c, 1), (long long)v);
+			return index_fail(c, d, i, v, x->dims[ax]);
 		if (v < 0)
 			v += x->dims[ax];
 		int64_t off = 0;

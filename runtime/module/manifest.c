@@ -1,6 +1,7 @@
 /* manifest.c — manifest.json of a module directory (module.h has the schema),
  * common to every target; read back by the runtime and the simulator. */
 #include <dirent.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -209,12 +210,222 @@ int json_read_file(const char *path, cJSON **out, Diag *d)
 	MappedFile f;
 	if (file_map(path, &f, d) != WL_OK)
 		return WL_ERR;
-	cJSON *r = f.addr ? cJSON_ParseWithLength(f.addr, f.len) : NULL;
+	const char *end = NULL;
+	cJSON *r = f.addr ? cJSON_ParseWithLengthOpts(f.addr, f.len, &end, 0) : NULL;
+	size_t rest = r && end ? f.len - (size_t)(end - (const char *)f.addr) : 0;
+	if (r && rest > 0 && strspn(end, " \t\r\n") < rest) {
+		size_t at = (size_t)(end - (const char *)f.addr);
+		file_unmap(&f);
+		cJSON_Delete(r);
+		return diag_fail(d, "%s: trailing data after the JSON value (at byte %zu)", path, at);
+	}
 	file_unmap(&f);
 	if (!r)
 		return diag_fail(d, "%s: not valid JSON", path);
 	*out = r;
 	return WL_OK;
+}
+
+/* ---------------------------------------------------------------- reading: fields
+ *
+ * manifest_read checks every field of the schema (module.h) for presence,
+ * JSON type and range; a message names the file and the field
+ * ("out/manifest.json: programs[0].inputs[1].shape[2]: not an integer in
+ * [0, 2^40]"). Keys a target adds are left to the target's reader. */
+
+enum { J_STR = 1, J_NUM = 2, J_OBJ = 4, J_ARR = 8, J_BOOL = 16 };
+#define MAX_DIM ((double)((uint64_t)1 << 40))
+
+static bool jtype(const cJSON *j, int t)
+{
+	return ((t & J_STR) && cJSON_IsString(j)) || ((t & J_NUM) && cJSON_IsNumber(j)) ||
+	       ((t & J_OBJ) && cJSON_IsObject(j)) || ((t & J_ARR) && cJSON_IsArray(j)) ||
+	       ((t & J_BOOL) && cJSON_IsBool(j));
+}
+
+static const char *jtype_name(int t)
+{
+	return t == J_STR ? "a string" : t == J_NUM ? "a number" : t == J_OBJ ? "an object"
+	     : t == J_ARR ? "an array" : "true or false";
+}
+
+/* at.key of JSON type t into *out; a missing required key is an error, a
+ * missing optional one leaves *out NULL. */
+static int field(const char *path, const char *at, const cJSON *o, const char *key, int t, bool required,
+                 const cJSON **out, Diag *d)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+	*out = j;
+	if (!j)
+		return required ? diag_fail(d, "%s: %s%s%s: missing", path, at, *at ? "." : "", key) : WL_OK;
+	if (!jtype(j, t))
+		return diag_fail(d, "%s: %s%s%s: not %s", path, at, *at ? "." : "", key, jtype_name(t));
+	return WL_OK;
+}
+
+/* An integer in [0, max] (JSON numbers are doubles: max <= 2^53). */
+static bool json_count(const cJSON *j, double max)
+{
+	return cJSON_IsNumber(j) && j->valuedouble >= 0 && j->valuedouble <= max &&
+	       j->valuedouble == (double)(int64_t)j->valuedouble;
+}
+
+static int io_dtype_size(const char *s)
+{
+	static const struct { const char *n; int size; } T[] = {
+		{"float32", 4}, {"float16", 2}, {"int64", 8}, {"int32", 4}, {"int8", 1}, {"uint8", 1}, {"bool", 1},
+	};
+	for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
+		if (!strcmp(T[i].n, s))
+			return T[i].size;
+	return 0;
+}
+
+static int check_shape(const char *path, const char *at, const cJSON *shape, int esize, Diag *d)
+{
+	int nd = cJSON_GetArraySize(shape);
+	if (nd > 8)
+		return diag_fail(d, "%s: %s.shape: %d dims (at most 8)", path, at, nd);
+	double bytes = esize;
+	for (int i = 0; i < nd; i++) {
+		const cJSON *v = cJSON_GetArrayItem(shape, i);
+		if (!json_count(v, MAX_DIM))
+			return diag_fail(d, "%s: %s.shape[%d]: not an integer in [0, 2^40]", path, at, i);
+		bytes *= v->valuedouble;
+	}
+	if (bytes > MAX_DIM)
+		return diag_fail(d, "%s: %s.shape: %.0f bytes, more than 2^40", path, at, bytes);
+	return WL_OK;
+}
+
+static int check_format(const char *path, const char *at, const cJSON *io, Diag *d)
+{
+	const cJSON *fmt, *fb, *range;
+	if (field(path, at, io, "format", J_STR, false, &fmt, d) || field(path, at, io, "frac_bits", J_NUM, false, &fb, d) ||
+	    field(path, at, io, "range", J_ARR, false, &range, d))
+		return WL_ERR;
+	bool fixed = fmt && !strcmp(fmt->valuestring, "fixed");
+	if (fmt && !fixed && strcmp(fmt->valuestring, "float32") && strcmp(fmt->valuestring, "float16") &&
+	    strcmp(fmt->valuestring, "int") && !io_dtype_size(fmt->valuestring))
+		return diag_fail(d, "%s: %s.format: unknown format \"%s\"", path, at, fmt->valuestring);
+	if (fixed && !fb)
+		return diag_fail(d, "%s: %s.frac_bits: missing (format \"fixed\")", path, at);
+	if (fb && !json_count(fb, 31))
+		return diag_fail(d, "%s: %s.frac_bits: not an integer in [0, 31]", path, at);
+	if (range && (cJSON_GetArraySize(range) != 2 || !cJSON_IsNumber(range->child) ||
+	              !cJSON_IsNumber(range->child->next)))
+		return diag_fail(d, "%s: %s.range: not [min, max]", path, at);
+	return WL_OK;
+}
+
+static int check_io(const char *path, const char *at, const cJSON *io, Diag *d)
+{
+	if (!cJSON_IsObject(io))
+		return diag_fail(d, "%s: %s: not an object", path, at);
+	const cJSON *name, *dt, *shape;
+	if (field(path, at, io, "name", J_STR, true, &name, d) || field(path, at, io, "dtype", J_STR, true, &dt, d) ||
+	    field(path, at, io, "shape", J_ARR, true, &shape, d))
+		return WL_ERR;
+	if (!*name->valuestring)
+		return diag_fail(d, "%s: %s.name: empty", path, at);
+	int es = io_dtype_size(dt->valuestring);
+	if (!es)
+		return diag_fail(d, "%s: %s.dtype: unsupported dtype \"%s\" ('%s')", path, at, dt->valuestring,
+		                 name->valuestring);
+	if (check_shape(path, at, shape, es, d) != WL_OK)
+		return WL_ERR;
+	return check_format(path, at, io, d);
+}
+
+static int check_ios(const char *path, const char *at, const cJSON *prog, const char *key, Diag *d)
+{
+	const cJSON *a;
+	if (field(path, at, prog, key, J_ARR, true, &a, d))
+		return WL_ERR;
+	int i = 0;
+	const cJSON *io;
+	cJSON_ArrayForEach(io, a) {
+		char w[96];
+		snprintf(w, sizeof w, "%s.%s[%d]", at, key, i++);
+		if (check_io(path, w, io, d) != WL_OK)
+			return WL_ERR;
+	}
+	return WL_OK;
+}
+
+static int check_program(const char *path, int idx, const cJSON *p, Diag *d)
+{
+	char at[64];
+	snprintf(at, sizeof at, "programs[%d]", idx);
+	if (!cJSON_IsObject(p))
+		return diag_fail(d, "%s: %s: not an object", path, at);
+	const cJSON *name, *oc;
+	if (field(path, at, p, "name", J_STR, true, &name, d) || check_ios(path, at, p, "inputs", d) ||
+	    check_ios(path, at, p, "outputs", d) || field(path, at, p, "op_counts", J_OBJ, false, &oc, d))
+		return WL_ERR;
+	const cJSON *c;
+	cJSON_ArrayForEach(c, oc)
+		if (!json_count(c, 1e15))
+			return diag_fail(d, "%s: %s.op_counts.%s: not a non-negative integer", path, at, c->string);
+	return WL_OK;
+}
+
+/* A file name of the module directory: a plain name, no path. */
+static bool plain_name(const char *s)
+{
+	return *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
+}
+
+static int check_files(const char *path, const cJSON *files, Diag *d)
+{
+	int i = 0;
+	const cJSON *f;
+	cJSON_ArrayForEach(f, files) {
+		char at[48];
+		snprintf(at, sizeof at, "files[%d]", i++);
+		const cJSON *name, *bytes, *sha;
+		if (!cJSON_IsObject(f))
+			return diag_fail(d, "%s: %s: not an object", path, at);
+		if (field(path, at, f, "name", J_STR, true, &name, d) || field(path, at, f, "bytes", J_NUM, true, &bytes, d) ||
+		    field(path, at, f, "sha256", J_STR, true, &sha, d))
+			return WL_ERR;
+		if (!plain_name(name->valuestring))
+			return diag_fail(d, "%s: %s.name: \"%s\" is not a plain file name", path, at, name->valuestring);
+		if (!json_count(bytes, 9007199254740992.0))
+			return diag_fail(d, "%s: %s.bytes: not an integer in [0, 2^53] ('%s')", path, at, name->valuestring);
+		if (strlen(sha->valuestring) != 64 || strspn(sha->valuestring, "0123456789abcdef") != 64)
+			return diag_fail(d, "%s: %s.sha256: not 64 lowercase hex digits ('%s')", path, at, name->valuestring);
+	}
+	return WL_OK;
+}
+
+/* Every field of the schema but format and version (checked first). */
+static int check_manifest(const char *path, const cJSON *r, Diag *d)
+{
+	const cJSON *j, *fuse, *passes, *progs, *files;
+	if (field(path, "", r, "wlower_version", J_STR, false, &j, d) || field(path, "", r, "model", J_STR, true, &j, d) ||
+	    field(path, "", r, "model_sha256", J_STR, false, &j, d) || field(path, "", r, "target", J_STR, true, &j, d) ||
+	    field(path, "", r, "hardware", J_OBJ, true, &j, d) || field(path, "", r, "fuse", J_OBJ, false, &fuse, d) ||
+	    field(path, "", r, "passes", J_ARR, false, &passes, d) ||
+	    field(path, "", r, "programs", J_ARR, true, &progs, d) || field(path, "", r, "files", J_ARR, true, &files, d) ||
+	    field(path, "", r, "compile_ms", J_NUM, false, &j, d))
+		return WL_ERR;
+	cJSON_ArrayForEach(j, fuse)
+		if (!cJSON_IsBool(j))
+			return diag_fail(d, "%s: fuse.%s: not true or false", path, j->string);
+	int i = 0;
+	cJSON_ArrayForEach(j, passes) {
+		if (!cJSON_IsString(j))
+			return diag_fail(d, "%s: passes[%d]: not a string", path, i);
+		i++;
+	}
+	if (cJSON_GetArraySize(progs) < 1)
+		return diag_fail(d, "%s: programs: empty", path);
+	i = 0;
+	cJSON_ArrayForEach(j, progs)
+		if (check_program(path, i++, j, d) != WL_OK)
+			return WL_ERR;
+	return check_files(path, files, d);
 }
 
 int manifest_read(const char *dir, cJSON **out, Diag *d)
@@ -224,6 +435,10 @@ int manifest_read(const char *dir, cJSON **out, Diag *d)
 	cJSON *r;
 	if (json_read_file(path, &r, d) != WL_OK)
 		return WL_ERR;
+	if (!cJSON_IsObject(r)) {
+		cJSON_Delete(r);
+		return diag_fail(d, "%s: not a JSON object", path);
+	}
 	cJSON *fmt = cJSON_GetObjectItemCaseSensitive(r, "format");
 	cJSON *ver = cJSON_GetObjectItemCaseSensitive(r, "version");
 	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "wlower-module") != 0) {
@@ -234,10 +449,9 @@ int manifest_read(const char *dir, cJSON **out, Diag *d)
 		cJSON_Delete(r);
 		return diag_fail(d, "%s: unsupported 'version' (this wlower reads version 1)", path);
 	}
-	cJSON *progs = cJSON_GetObjectItemCaseSensitive(r, "programs");
-	if (!cJSON_IsArray(progs) || cJSON_GetArraySize(progs) < 1) {
+	if (check_manifest(path, r, d) != WL_OK) {
 		cJSON_Delete(r);
-		return diag_fail(d, "%s: missing 'programs'", path);
+		return WL_ERR;
 	}
 	*out = r;
 	return WL_OK;

@@ -70,8 +70,16 @@ int json_read_file(const char *path, cJSON **out, Diag *d);
  * every other entry a regular file its "files" list names. */
 bool module_dir_replaceable(const char *dir, char *why, size_t n);
 
-/* Reading (runtime, sim): parses DIR/manifest.json, checks format/version.
- * Errors name the file and key ("out/manifest.json: programs[0].inputs[1]: missing 'shape'"). */
+/* Reading (runtime, sim): parses DIR/manifest.json (trailing data after the
+ * JSON object is an error, as in every json_read_file), checks format and
+ * version, then every field of the schema above for presence, JSON type and
+ * range: strings, objects, arrays where the schema has them; dims integers
+ * in [0, 2^40], at most 8, a tensor at most 2^40 bytes; known dtypes and
+ * formats; frac_bits in [0, 31]; op counts and file bytes non-negative
+ * integers; file names plain names; sha256 64 lowercase hex digits. Target
+ * keys (host: abi, workspace_bytes, threads) are checked by their reader.
+ * Errors name the file and field ("out/manifest.json:
+ * programs[0].inputs[1].shape: missing"). */
 int manifest_read(const char *dir, cJSON **out, Diag *d);
 
 #endif

@@ -6,20 +6,27 @@
  * DIR/weights.bin (size and sha256 checked against the manifest's "files"
  * entries, module.so's too, unless WL_OPEN_NO_VERIFY),
  * allocates the workspace and the output buffers (64-byte aligned) and
- * starts the thread pool (runtime/interp/threadpool.c). wl_run fills the io array
- * and calls wl_module_run: no allocation.
+ * starts the thread pool (runtime/interp/threadpool.c). The manifest is
+ * checked against what module.so says it was compiled for (wl_module_info:
+ * io names, dtypes and shapes, workspace and weights bytes), so an edited
+ * manifest is an error, never a buffer overrun. wl_run fills the io array
+ * and calls wl_module_run: no allocation; a status other than
+ * WL_MODULE_OK (an index out of range, reported through
+ * WlHostApi.index_error) makes it return -1 with the message.
  *
- * Module ABI (runtime/module/module_abi.h, shared with the generator):
+ * Module ABI 2 (runtime/module/module_abi.h, shared with the generator):
  *   int32_t wl_module_abi(void);
- *   void wl_module_run(const WlHostApi *api, void *const *io,
- *                      const uint8_t *weights, uint8_t *workspace);
+ *   const WlModuleInfo *wl_module_info(void);
+ *   int32_t wl_module_run(const WlHostApi *api, void *const *io,
+ *                         const uint8_t *weights, uint8_t *workspace);
  * Optional, for WLOWER_PROFILE=1 (docs/host-contracts.md "Profiling"):
  *   int32_t wl_module_kernel_count(void);
  *   const char *wl_module_kernel_name(int32_t i);
- *   void wl_module_run_kernel(const WlHostApi *api, int32_t i, void *const *io,
- *                             const uint8_t *weights, uint8_t *workspace);
+ *   int32_t wl_module_run_kernel(const WlHostApi *api, int32_t i, void *const *io,
+ *                                const uint8_t *weights, uint8_t *workspace);
  */
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -50,6 +57,7 @@ struct WlModule {
 	Port *in, *out;
 	void **io;                  /* nin + nout pointers */
 	void *so;
+	const WlModuleInfo *info;   /* what module.so was compiled for */
 	WlModuleRunFn run;
 	WlModuleRunKernelFn run_kernel;
 	int nkernels;               /* > 0 when profiling */
@@ -321,6 +329,13 @@ static void api_parallel_for(void *pool, int64_t n, void (*body)(void *ctx, int6
 	parallel_for(pool, n, 1, pf_tramp, &c);
 }
 
+/* WlHostApi.index_error: the message every target gives (diag_index_range). */
+static void api_index_error(void *rt, const WlIndexSite *s, int64_t pos, int64_t value)
+{
+	WlModule *m = rt;
+	diag_index_range(&m->d, s->tensor, s->flags, s->node, s->op, s->rank, s->dims, pos, value, s->size);
+}
+
 /* ---------------------------------------------------------------- open */
 
 /* The bytes of a module file against the manifest's sha256 (not with
@@ -372,6 +387,35 @@ static int load_weights(WlModule *m, const char *mpath, const ModFile *f, Diag *
 	return verify_sha(m, f->path, mpath, p, m->weights_len, f->hex, d);
 }
 
+/* The ELF headers of module.so against its size, before dlopen (also with
+ * WL_OPEN_NO_VERIFY): a truncated file whose manifest was edited to match
+ * would otherwise make dlopen fault (SIGBUS) on a segment past the end. */
+static int check_elf(const char *path, uint64_t size, Diag *d)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return diag_fail(d, "%s: cannot open: %s", path, strerror(errno));
+	Elf64_Ehdr eh;
+	int rc = WL_OK;
+	if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr))
+		rc = diag_fail(d, "%s: cannot load: not a 64-bit ELF shared object", path);
+	else if (eh.e_phoff > size || (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) > size - eh.e_phoff ||
+	         (eh.e_shoff && (eh.e_shoff > size || (uint64_t)eh.e_shnum * eh.e_shentsize > size - eh.e_shoff)))
+		rc = diag_fail(d, "%s: cannot load: truncated (its ELF headers reach past its %llu bytes)", path,
+		               (unsigned long long)size);
+	for (int i = 0; rc == WL_OK && i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph)) != (ssize_t)sizeof ph)
+			rc = diag_fail(d, "%s: cannot load: cannot read program header %d", path, i);
+		else if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset))
+			rc = diag_fail(d, "%s: cannot load: truncated (segment %d ends at byte %llu of %llu)", path, i,
+			               (unsigned long long)(ph.p_offset + ph.p_filesz), (unsigned long long)size);
+	}
+	close(fd);
+	return rc;
+}
+
 static int load_so(WlModule *m, const char *mpath, const ModFile *f, Diag *d)
 {
 	struct stat st;
@@ -391,6 +435,8 @@ static int load_so(WlModule *m, const char *mpath, const ModFile *f, Diag *d)
 		if (vr != WL_OK)
 			return WL_ERR;
 	}
+	if (check_elf(f->path, (uint64_t)st.st_size, d) != WL_OK)
+		return WL_ERR;
 	/* dlopen searches the library path unless the name has a '/' */
 	char abs[4096 + 2];
 	snprintf(abs, sizeof abs, "%s%s", f->path[0] == '/' ? "" : "./", f->path);
@@ -420,6 +466,11 @@ static int load_so(WlModule *m, const char *mpath, const ModFile *f, Diag *d)
 	m->run = (WlModuleRunFn)dlsym(m->so, "wl_module_run");
 	if (!m->run)
 		return diag_fail(d, "%s: not a wlower host module (no wl_module_run)", f->path);
+	WlModuleInfoFn info = (WlModuleInfoFn)dlsym(m->so, "wl_module_info");
+	m->info = info ? info() : NULL;
+	if (!m->info || m->info->abi != WL_MODULE_ABI || m->info->ninputs < 0 || m->info->noutputs < 0 ||
+	    (m->info->ninputs + m->info->noutputs > 0 && !m->info->io))
+		return diag_fail(d, "%s: not a wlower host module (no valid wl_module_info)", f->path);
 	const char *prof = getenv("WLOWER_PROFILE");
 	if (prof && *prof && strcmp(prof, "0") != 0) {
 		WlModuleKernelCountFn kc = (WlModuleKernelCountFn)dlsym(m->so, "wl_module_kernel_count");
@@ -439,6 +490,63 @@ static int load_so(WlModule *m, const char *mpath, const ModFile *f, Diag *d)
 			}
 		}
 	}
+	return WL_OK;
+}
+
+/* "[1,80,3000]" */
+static const char *dims_str(int ndim, const int64_t *shape, char *buf, size_t n)
+{
+	size_t k = (size_t)snprintf(buf, n, "[");
+	for (int i = 0; i < ndim && k < n; i++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)shape[i]);
+	if (k < n)
+		snprintf(buf + k, n - k, "]");
+	return buf;
+}
+
+/* Manifest io entry p ("programs[0].inputs[i]") against the module's own. */
+static int check_port(const char *mpath, const char *where, int i, const Port *p, const WlModuleIo *io,
+                      const ModFile *so, Diag *d)
+{
+	char want[256], got[256];
+	if (!io->name || strcmp(io->name, p->name) != 0)
+		return diag_fail(d, "%s: programs[0].%s[%d].name: '%s', but %s was compiled for '%s'", mpath, where, i,
+		                 p->name, so->path, io->name ? io->name : "");
+	if (io->dtype != p->info.dtype) {
+		const char *dn = wl_dtype_name(io->dtype);
+		return diag_fail(d, "%s: programs[0].%s[%d].dtype: \"%s\" ('%s'), but %s was compiled for %s", mpath,
+		                 where, i, wl_dtype_name(p->info.dtype), p->name, so->path, dn ? dn : "another dtype");
+	}
+	bool valid = io->rank >= 0 && io->rank <= WL_MAX_DIMS && (io->rank == 0 || io->dims);
+	bool same = valid && io->rank == p->info.ndim;
+	for (int k = 0; same && k < io->rank; k++)
+		same = io->dims[k] == p->info.shape[k];
+	if (!same)
+		return diag_fail(d, "%s: programs[0].%s[%d].shape: %s ('%s'), but %s was compiled for %s", mpath, where, i,
+		                 dims_str(p->info.ndim, p->info.shape, want, sizeof want), p->name, so->path,
+		                 valid ? dims_str(io->rank, io->dims, got, sizeof got) : "another shape");
+	return WL_OK;
+}
+
+/* The manifest against wl_module_info: io, workspace_bytes, weights.bin's size. */
+static int check_info(const WlModule *m, const char *mpath, uint64_t ws, const ModFile *so, Diag *d)
+{
+	const WlModuleInfo *in = m->info;
+	if (in->ninputs != m->nin || in->noutputs != m->nout)
+		return diag_fail(d, "%s: programs[0]: %d inputs and %d outputs, but %s was compiled for %d and %d", mpath,
+		                 m->nin, m->nout, so->path, (int)in->ninputs, (int)in->noutputs);
+	for (int i = 0; i < m->nin; i++)
+		if (check_port(mpath, "inputs", i, &m->in[i], &in->io[i], so, d) != WL_OK)
+			return WL_ERR;
+	for (int i = 0; i < m->nout; i++)
+		if (check_port(mpath, "outputs", i, &m->out[i], &in->io[m->nin + i], so, d) != WL_OK)
+			return WL_ERR;
+	if (ws != in->workspace_bytes)
+		return diag_fail(d, "%s: programs[0].workspace_bytes: %llu, but %s was compiled for %llu", mpath,
+		                 (unsigned long long)ws, so->path, (unsigned long long)in->workspace_bytes);
+	if (m->weights_len != in->weights_bytes)
+		return diag_fail(d, "%s: files: weights.bin has %llu bytes, but %s was compiled for %llu", mpath,
+		                 (unsigned long long)m->weights_len, so->path, (unsigned long long)in->weights_bytes);
 	return WL_OK;
 }
 
@@ -527,7 +635,8 @@ static int open_module(WlModule *m, int threads, Diag *d)
 	ModFile weights, so;
 	if (file_entry(m, mpath, root, "weights.bin", &weights, d) != WL_OK ||
 	    load_weights(m, mpath, &weights, d) != WL_OK ||
-	    file_entry(m, mpath, root, "module.so", &so, d) != WL_OK || load_so(m, mpath, &so, d) != WL_OK)
+	    file_entry(m, mpath, root, "module.so", &so, d) != WL_OK || load_so(m, mpath, &so, d) != WL_OK ||
+	    check_info(m, mpath, ws, &so, d) != WL_OK)
 		goto out;
 	m->workspace_bytes = ws;
 	m->workspace = xaligned((size_t)ws);
@@ -539,7 +648,7 @@ static int open_module(WlModule *m, int threads, Diag *d)
 		threads = 1;
 	m->pool = threadpool_new(threads);
 	m->api = (WlHostApi){.pool = m->pool, .nthreads = threadpool_threads(m->pool),
-	                     .parallel_for = api_parallel_for};
+	                     .parallel_for = api_parallel_for, .rt = m, .index_error = api_index_error};
 	rc = WL_OK;
 out:
 	cJSON_Delete(root);
@@ -702,15 +811,20 @@ int wl_run(WlModule *m)
 	}
 	for (int i = 0; i < m->nout; i++)
 		m->io[m->nin + i] = m->out[i].buf;
+	int32_t st = WL_MODULE_OK;
 	if (m->run_kernel) {
-		for (int k = 0; k < m->nkernels; k++) {
+		for (int k = 0; k < m->nkernels && st == WL_MODULE_OK; k++) {
 			double t0 = wl_now_ms();
-			m->run_kernel(&m->api, k, m->io, m->weights, m->workspace);
+			st = m->run_kernel(&m->api, k, m->io, m->weights, m->workspace);
 			m->kms[k] += wl_now_ms() - t0;
 		}
 		m->pruns++;
 	} else
-		m->run(&m->api, m->io, m->weights, m->workspace);
+		st = m->run(&m->api, m->io, m->weights, m->workspace);
+	if (st != WL_MODULE_OK) {
+		diag_fail(&m->d, "%s/module.so: run failed (status %d)", m->dir, (int)st);  /* unless index_error said why */
+		return -1;
+	}
 	return 0;
 }
 

@@ -12,8 +12,9 @@
  *   wl_close(m);
  *
  * DIR holds manifest.json (format "wlower-module", version 1, target "host"),
- * module.so (the native code; ABI version 1) and weights.bin (mapped, never
- * copied). wl_open validates all of it and allocates everything run needs
+ * module.so (the native code; ABI version 2) and weights.bin (mapped, never
+ * copied). wl_open validates all of it (the manifest's io, workspace and
+ * weights sizes against what module.so reports it was compiled for) and allocates everything run needs
  * (workspace, output buffers, the thread pool); wl_run allocates nothing.
  *
  * Errors are one line naming the file and the key or input concerned, e.g.
@@ -61,8 +62,11 @@ typedef struct WlTensorInfo {
  * NULL, sets *err to a malloc'ed one-line message (free() it). */
 WlModule *wl_open(const char *dir, int threads, char **err);
 /* wl_open with flags: WL_OPEN_NO_VERIFY skips the sha256 check of module.so
- * and weights.bin against the manifest (sizes are still checked), for
- * trusted deployments where opening must be fast. */
+ * and weights.bin against the manifest, for trusted deployments where
+ * opening must be fast. Still checked: file sizes, module.so's ELF headers
+ * against its size (no SIGBUS in dlopen on a truncated file), the manifest
+ * against the module's own description. Not detected: a same-size edit of
+ * either file (module.so is native code: load only one you trust). */
 enum { WL_OPEN_NO_VERIFY = 1 };
 WlModule *wl_open_flags(const char *dir, int threads, unsigned flags, char **err);
 void wl_close(WlModule *m);
@@ -89,7 +93,10 @@ int wl_bind_input(WlModule *m, const char *name, const void *data, int dtype, in
                   const int64_t *shape);
 
 /* Runs the module on the bound inputs (every input must be bound). Returns 0
- * or -1 with a one-line error. Allocates nothing. With the environment
+ * or -1 with a one-line error: an input not bound, or an index out of range
+ * ("input 'ids' of node 'emb' (Gather): index 1000 at [0,3] out of range
+ * [-1000, 1000)", the message of the reference executor and the Chimera
+ * emulation too; the outputs are then undefined). Allocates nothing. With the environment
  * variable WLOWER_PROFILE=1 at wl_open and a module that exports per-kernel
  * entry points, each kernel is timed (wl_profile). */
 int wl_run(WlModule *m);

@@ -1,5 +1,6 @@
 /* hg_util.c — builder helpers shared by the host kernel generators
  * (declarations and usage in hostgen.h, section "hg_util.c"). */
+#include <stdlib.h>
 #include <string.h>
 #include "hostgen.h"
 
@@ -423,3 +424,75 @@ int hg_dims(HostGen *g, const Node *n, const Value *v, int64_t dims[8], Diag *d)
 }
 
 int64_t hg_numel(const Value *v) { return type_numel(&v->type); }
+
+/* ---------------------------------------------------------------- constant data, index checks */
+
+LLVMValueRef hg_const_str(HostGen *g, const char *s)
+{
+	s = s ? s : "";
+	LLVMValueRef init = LLVMConstStringInContext(g->ctx, s, (unsigned)strlen(s), 0);
+	LLVMValueRef gv = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "str");
+	LLVMSetInitializer(gv, init);
+	LLVMSetGlobalConstant(gv, 1);
+	LLVMSetLinkage(gv, LLVMPrivateLinkage);
+	LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+	return gv;
+}
+
+LLVMValueRef hg_const_i64s(HostGen *g, const int64_t *v, int n)
+{
+	if (n <= 0)
+		return LLVMConstNull(g->t_ptr);
+	LLVMValueRef *e = calloc((size_t)n, sizeof *e);
+	for (int i = 0; i < n; i++)
+		e[i] = hg_i64(g, v[i]);
+	LLVMValueRef init = LLVMConstArray2(g->t_i64, e, (uint64_t)n);
+	free(e);
+	LLVMValueRef gv = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "dims");
+	LLVMSetInitializer(gv, init);
+	LLVMSetGlobalConstant(gv, 1);
+	LLVMSetLinkage(gv, LLVMPrivateLinkage);
+	return gv;
+}
+
+LLVMValueRef hg_index_site(HostGen *g, const Node *n, const Value *ind, int64_t size, int flags)
+{
+	int64_t dims[8];
+	int rank = ind->type.has_shape && ind->type.rank <= 8 ? ind->type.rank : 0;
+	for (int i = 0; i < rank; i++)
+		dims[i] = ind->type.dims[i].kind == DIM_VALUE ? ind->type.dims[i].value : 1;
+	LLVMValueRef f[7] = {hg_const_str(g, ind->name), hg_const_str(g, n->name), hg_const_str(g, n->op_type),
+	                     hg_const_i64s(g, dims, rank), hg_i64(g, size), hg_i32(g, rank),
+	                     hg_i32(g, flags | (ind->is_input ? INDEX_GRAPH_INPUT : 0))};
+	LLVMValueRef init = LLVMConstStructInContext(g->ctx, f, 7, 0);
+	LLVMValueRef gv = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "site");
+	LLVMSetInitializer(gv, init);
+	LLVMSetGlobalConstant(gv, 1);
+	LLVMSetLinkage(gv, LLVMPrivateLinkage);
+	return gv;
+}
+
+LLVMValueRef hg_index_check(HostGen *g, LLVMValueRef fn, LLVMValueRef site, LLVMValueRef pos, LLVMValueRef k,
+                            int64_t size, int flags)
+{
+	/* k + size wraps for k near INT64_MIN/MAX: unsigned, it is then >= 2·size */
+	bool wrap = !(flags & INDEX_NO_WRAP);
+	LLVMValueRef u = wrap ? LLVMBuildAdd(g->b, k, hg_i64(g, size), "") : k;
+	LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntULT, u, hg_i64(g, wrap ? 2 * size : size), "inb");
+	LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(g->ctx, fn, "oob"),
+	                  cont = LLVMAppendBasicBlockInContext(g->ctx, fn, "inb");
+	LLVMBuildCondBr(g->b, ok, cont, bad);
+	LLVMPositionBuilderAtEnd(g->b, bad);
+	LLVMValueRef api = LLVMGetParam(fn, 0);
+	LLVMValueRef rt = LLVMBuildLoad2(g->b, g->t_ptr, LLVMBuildStructGEP2(g->b, g->t_api, api, 3, ""), "rt");
+	LLVMValueRef cb = LLVMBuildLoad2(g->b, g->t_ptr, LLVMBuildStructGEP2(g->b, g->t_api, api, 4, ""), "ierr");
+	LLVMTypeRef pt[4] = {g->t_ptr, g->t_ptr, g->t_i64, g->t_i64};
+	LLVMValueRef ca[4] = {rt, site, pos, k};
+	LLVMBuildCall2(g->b, LLVMFunctionType(g->t_void, pt, 4, 0), cb, ca, 4, "");
+	LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_EINDEX));
+	LLVMPositionBuilderAtEnd(g->b, cont);
+	if (!wrap)
+		return k;
+	LLVMValueRef neg = LLVMBuildICmp(g->b, LLVMIntSLT, k, hg_i64(g, 0), "");
+	return LLVMBuildSelect(g->b, neg, LLVMBuildAdd(g->b, k, hg_i64(g, size), ""), k, "");
+}

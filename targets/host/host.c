@@ -146,11 +146,11 @@ static void init_types(HostGen *g)
 	g->t_vf = LLVMVectorType(g->t_f32, (unsigned)g->vw);
 	g->t_vi32 = LLVMVectorType(g->t_i32, (unsigned)g->vw);
 	LLVMTypeRef kp[2] = {g->t_ptr, g->t_ptr};
-	g->t_kernel = LLVMFunctionType(g->t_void, kp, 2, 0);
+	g->t_kernel = LLVMFunctionType(g->t_i32, kp, 2, 0);
 	LLVMTypeRef bp[3] = {g->t_ptr, g->t_i64, g->t_i64};
 	g->t_body = LLVMFunctionType(g->t_void, bp, 3, 0);
-	LLVMTypeRef ap[3] = {g->t_ptr, g->t_i32, g->t_ptr};
-	g->t_api = LLVMStructTypeInContext(c, ap, 3, 0);
+	LLVMTypeRef ap[5] = {g->t_ptr, g->t_i32, g->t_ptr, g->t_ptr, g->t_ptr};
+	g->t_api = LLVMStructTypeInContext(c, ap, 5, 0);
 }
 
 static void set_fn_attrs(HostGen *g, LLVMValueRef fn)
@@ -189,8 +189,8 @@ static void sanitize(char *s)
 			*s = '_';
 }
 
-/* fills args for node n (index idx) and calls its kernel */
-static void emit_call(HostGen *g, Plan *p, const Node *n, int idx, LLVMValueRef fn, LLVMValueRef api, LLVMValueRef io,
+/* fills args for node n (index idx) and calls its kernel; returns its status */
+static LLVMValueRef emit_call(HostGen *g, Plan *p, const Node *n, int idx, LLVMValueRef fn, LLVMValueRef api, LLVMValueRef io,
                       LLVMValueRef w, LLVMValueRef ws, LLVMValueRef args)
 {
 	const HgKernel *k = hg_kernel_find(n);
@@ -208,7 +208,18 @@ static void emit_call(HostGen *g, Plan *p, const Node *n, int idx, LLVMValueRef 
 		LLVMSetAlignment(LLVMBuildStore(g->b, v, hg_gep(g, g->t_ptr, args, hg_i64(g, a))), 8);
 	}
 	LLVMValueRef ca[2] = {api, args};
-	LLVMBuildCall2(g->b, g->t_kernel, fn, ca, 2, "");
+	return LLVMBuildCall2(g->b, g->t_kernel, fn, ca, 2, "st");
+}
+
+/* if (st != WL_MODULE_OK) return st; in fn */
+static void emit_status_check(HostGen *g, LLVMValueRef fn, LLVMValueRef st)
+{
+	LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(g->ctx, fn, "fail"),
+	                  next = LLVMAppendBasicBlockInContext(g->ctx, fn, "next");
+	LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, st, hg_i32(g, WL_MODULE_OK), ""), fail, next);
+	LLVMPositionBuilderAtEnd(g->b, fail);
+	LLVMBuildRet(g->b, st);
+	LLVMPositionBuilderAtEnd(g->b, next);
 }
 
 /* Per-kernel entry points for WLOWER_PROFILE=1 (runtime/rt/wlower_rt.c):
@@ -260,7 +271,7 @@ static void gen_profile(HostGen *g, Plan *p, LLVMValueRef *fns, int nn, int maxa
 	}
 
 	LLVMTypeRef rp[5] = {g->t_ptr, g->t_i32, g->t_ptr, g->t_ptr, g->t_ptr};
-	LLVMValueRef rk = LLVMAddFunction(g->mod, "wl_module_run_kernel", LLVMFunctionType(g->t_void, rp, 5, 0));
+	LLVMValueRef rk = LLVMAddFunction(g->mod, "wl_module_run_kernel", LLVMFunctionType(g->t_i32, rp, 5, 0));
 	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, rk, "entry");
 	LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->ctx, rk, "done");
 	LLVMPositionBuilderAtEnd(g->b, entry);
@@ -272,16 +283,62 @@ static void gen_profile(HostGen *g, Plan *p, LLVMValueRef *fns, int nn, int maxa
 		LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(g->ctx, rk, "k");
 		LLVMAddCase(sw, hg_i32(g, idx), bb);
 		LLVMPositionBuilderAtEnd(g->b, bb);
-		emit_call(g, p, n, idx, fns[idx], api, io, w, ws, args);
+		LLVMValueRef st = emit_call(g, p, n, idx, fns[idx], api, io, w, ws, args);
 		if (idx == nn - 1 && copy_fn) {
+			emit_status_check(g, rk, st);
 			LLVMValueRef ca[4] = {api, io, w, ws};
 			LLVMBuildCall2(g->b, LLVMGlobalGetValueType(copy_fn), copy_fn, ca, 4, "");
 		}
-		LLVMBuildBr(g->b, done);
+		LLVMBuildRet(g->b, st);
 		idx++;
 	}
 	LLVMPositionBuilderAtEnd(g->b, done);
-	LLVMBuildRetVoid(g->b);
+	LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_OK));
+}
+
+/* A graph io value as module_abi.h's WlModuleIo {name, dims, dtype, rank}
+ * (a dim that is not static is -1: manifest_new refuses it later). */
+static LLVMValueRef io_entry(HostGen *g, const Value *v)
+{
+	int64_t dims[8];
+	int rank = v->type.has_shape ? v->type.rank : 0;
+	for (int i = 0; i < rank && i < 8; i++)
+		dims[i] = v->type.dims[i].kind == DIM_VALUE ? v->type.dims[i].value : -1;
+	LLVMValueRef f[4] = {hg_const_str(g, v->name), hg_const_i64s(g, dims, rank < 8 ? rank : 8),
+	                     hg_i32(g, v->type.elem), hg_i32(g, rank)};
+	return LLVMConstStructInContext(g->ctx, f, 4, 0);
+}
+
+/* const WlModuleInfo *wl_module_info(void): the io, workspace and weights
+ * this code was generated for; the runtime checks manifest.json against it. */
+static void gen_info(HostGen *g, Plan *p)
+{
+	Graph *gr = g->m->graph;
+	LLVMValueRef *ios = calloc((size_t)(gr->ninputs + gr->noutputs) + 1, sizeof *ios);
+	int nin = 0, nio = 0;
+	for (int i = 0; i < gr->ninputs; i++)
+		if (!gr->inputs[i]->init)
+			ios[nio++] = io_entry(g, gr->inputs[i]);
+	nin = nio;
+	for (int i = 0; i < gr->noutputs; i++)
+		ios[nio++] = io_entry(g, gr->outputs[i]);
+	LLVMTypeRef ft[4] = {g->t_ptr, g->t_ptr, g->t_i32, g->t_i32};
+	LLVMTypeRef iot = LLVMStructTypeInContext(g->ctx, ft, 4, 0);
+	LLVMValueRef arr = LLVMAddGlobal(g->mod, LLVMArrayType2(iot, (uint64_t)nio), "wl_io");
+	LLVMSetInitializer(arr, LLVMConstArray2(iot, ios, (uint64_t)nio));
+	LLVMSetGlobalConstant(arr, 1);
+	LLVMSetLinkage(arr, LLVMPrivateLinkage);
+	free(ios);
+	LLVMValueRef f[7] = {hg_i32(g, WL_MODULE_ABI), hg_i32(g, nin), hg_i32(g, nio - nin), hg_i32(g, 0), arr,
+	                     LLVMConstInt(g->t_i64, p->work_bytes, 0), LLVMConstInt(g->t_i64, p->weight_bytes, 0)};
+	LLVMValueRef init = LLVMConstStructInContext(g->ctx, f, 7, 0);
+	LLVMValueRef info = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "wl_info");
+	LLVMSetInitializer(info, init);
+	LLVMSetGlobalConstant(info, 1);
+	LLVMSetLinkage(info, LLVMPrivateLinkage);
+	LLVMValueRef fn = LLVMAddFunction(g->mod, "wl_module_info", LLVMFunctionType(g->t_ptr, NULL, 0, 0));
+	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
+	LLVMBuildRet(g->b, info);
 }
 
 static int gen_module(HostGen *g, Plan *p, Diag *d)
@@ -314,7 +371,7 @@ static int gen_module(HostGen *g, Plan *p, Diag *d)
 			free(fns);
 			return WL_ERR;
 		}
-		LLVMBuildRetVoid(g->b);
+		LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_OK));
 		fns[idx++] = fn;
 		int na = n->ninputs + n->noutputs + 1;
 		if (na > maxargs)
@@ -332,9 +389,12 @@ static int gen_module(HostGen *g, Plan *p, Diag *d)
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, abi, "entry"));
 	LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_ABI));
 
-	/* void wl_module_run(api, io, weights, workspace) */
+	gen_info(g, p);
+
+	/* int32_t wl_module_run(api, io, weights, workspace): the first failing
+	 * kernel's status, or WL_MODULE_OK */
 	LLVMTypeRef rp[4] = {g->t_ptr, g->t_ptr, g->t_ptr, g->t_ptr};
-	LLVMValueRef run = LLVMAddFunction(g->mod, "wl_module_run", LLVMFunctionType(g->t_void, rp, 4, 0));
+	LLVMValueRef run = LLVMAddFunction(g->mod, "wl_module_run", LLVMFunctionType(g->t_i32, rp, 4, 0));
 	set_fn_attrs(g, run);
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, run, "entry"));
 	LLVMValueRef api = LLVMGetParam(run, 0), io = LLVMGetParam(run, 1), w = LLVMGetParam(run, 2),
@@ -342,7 +402,7 @@ static int gen_module(HostGen *g, Plan *p, Diag *d)
 	LLVMValueRef args = hg_alloca(g, g->t_ptr, maxargs, 8, "args");
 	idx = 0;
 	FOR_NODES(gr, n) {
-		emit_call(g, p, n, idx, fns[idx], api, io, w, ws, args);
+		emit_status_check(g, run, emit_call(g, p, n, idx, fns[idx], api, io, w, ws, args));
 		idx++;
 	}
 	/* graph outputs not written by a node into their own io slot: copied by
@@ -378,7 +438,7 @@ static int gen_module(HostGen *g, Plan *p, Diag *d)
 		LLVMBuildRetVoid(g->b);
 		LLVMPositionBuilderAtEnd(g->b, at);
 	}
-	LLVMBuildRetVoid(g->b);
+	LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_OK));
 	gen_profile(g, p, fns, nn, maxargs, copy_fn);
 	free(fns);
 	return WL_OK;

@@ -10,9 +10,14 @@
  *
  * Module ABI (what module.so exports; the runtime, runtime/rt/wlower_rt.c, calls it):
  *
- *   int32_t wl_module_abi(void);                    returns WL_MODULE_ABI (1)
- *   void wl_module_run(const WlHostApi *api, void *const *io,
- *                      const uint8_t *weights, uint8_t *workspace);
+ *   int32_t wl_module_abi(void);                    returns WL_MODULE_ABI (2)
+ *   const WlModuleInfo *wl_module_info(void);       io names/dtypes/shapes, workspace and
+ *                                                   weights bytes (checked against the manifest)
+ *   int32_t wl_module_run(const WlHostApi *api, void *const *io,
+ *                         const uint8_t *weights, uint8_t *workspace);
+ *     returns WL_MODULE_OK, or the status of the first kernel that failed
+ *     (WL_MODULE_EINDEX: an index out of range, reported through
+ *     api->index_error; the later kernels do not run);
  *     io: input buffers in manifest order, then output buffers (caller-owned,
  *         dense row-major, dtype/shape of the manifest);
  *     weights: DIR/weights.bin mapped (64-byte aligned offsets baked into the code);
@@ -21,7 +26,7 @@
  *         fixed at compile time; no allocation inside run).
  *
  * Kernel functions: one LLVM function per node, internal linkage, signature
- *   void kN(const WlHostApi *api, void *const *args)
+ *   int32_t kN(const WlHostApi *api, void *const *args)    (WL_MODULE_OK or a status)
  * args: the node's inputs (node input order; absent optional → NULL;
  * initializers point into weights), then its outputs, then one scratch
  * pointer if the generator asked for scratch. `run` fills an args array on
@@ -47,7 +52,7 @@ typedef struct HostGen {
 	int vw;                       /* floats per vector register: 16 (AVX-512), 8 (AVX2) */
 	bool avx512;
 	LLVMTypeRef t_void, t_i1, t_i8, t_i16, t_i32, t_i64, t_f32, t_f16, t_ptr, t_vf, t_vi32;
-	LLVMTypeRef t_kernel;         /* void (ptr api, ptr args) */
+	LLVMTypeRef t_kernel;         /* i32 (ptr api, ptr args): WL_MODULE_OK or a status */
 	LLVMTypeRef t_body;           /* void (ptr ctx, i64 i0, i64 i1) */
 	LLVMTypeRef t_api;            /* struct WlHostApi */
 } HostGen;
@@ -167,6 +172,22 @@ typedef struct HgPar {
 } HgPar;
 void hg_par_begin(HostGen *g, HgPar *p, LLVMValueRef api, LLVMValueRef n, LLVMValueRef *caps, int ncap, const char *name);
 void hg_par_end(HostGen *g, HgPar *p);
+
+/* Constant data (private globals): a C string; n int64s (a null pointer
+ * for n <= 0). */
+LLVMValueRef hg_const_str(HostGen *g, const char *s);
+LLVMValueRef hg_const_i64s(HostGen *g, const int64_t *v, int n);
+
+/* Index bounds (module_abi.h): hg_index_site makes the WlIndexSite of node
+ * n's indices `ind` over an axis of `size` (flags: INDEX_NO_WRAP for [0,
+ * size), else [-size, size); INDEX_GRAPH_INPUT is added from ind);
+ * hg_index_check, in kernel fn (not in a parallel body), checks the index k
+ * (i64) at flat position pos: one unsigned compare and one branch to a
+ * block that calls api->index_error and returns WL_MODULE_EINDEX. Returns k,
+ * a negative one wrapped into [0, size) (ONNX: it counts from the end). */
+LLVMValueRef hg_index_site(HostGen *g, const Node *n, const Value *ind, int64_t size, int flags);
+LLVMValueRef hg_index_check(HostGen *g, LLVMValueRef fn, LLVMValueRef site, LLVMValueRef pos, LLVMValueRef k,
+                            int64_t size, int flags);
 
 /* Static shapes of graph values (WL_ERR + Diag naming node and tensor if a
  * dim is symbolic/unknown). hg_dims fills up to 8 dims, returns the rank. */

@@ -280,18 +280,27 @@ static LLVMValueRef load_int(HostGen *g, int dt, LLVMValueRef p, LLVMValueRef i)
 	return hg_load(g, g->t_i64, p, i);
 }
 
-/* The cos/sin row of query t in batch b: position_ids[b or 0, t] (clamped to
- * the table) or t. */
+/* The cos/sin row of query t in batch b: position_ids[b or 0, t] (checked
+ * against the table by check_positions) or t. */
 static LLVMValueRef rope_row(HostGen *g, const Attn *a, LLVMValueRef pos, LLVMValueRef b, LLVMValueRef t)
 {
 	if (a->a_pos < 0)
 		return t;
 	LLVMValueRef idx = a->pos_numel == a->T ? t : add(g, mul(g, b, ci(g, a->T)), t);
-	LLVMValueRef r = load_int(g, a->pos_dt, pos, idx);
-	LLVMValueRef lo = LLVMBuildICmp(g->b, LLVMIntSLT, r, ci(g, 0), "");
-	r = LLVMBuildSelect(g->b, lo, ci(g, 0), r, "");
-	LLVMValueRef hi = LLVMBuildICmp(g->b, LLVMIntSGT, r, ci(g, a->cs_rows - 1), "");
-	return LLVMBuildSelect(g->b, hi, ci(g, a->cs_rows - 1), r, "");
+	return load_int(g, a->pos_dt, pos, idx);
+}
+
+/* position_ids in [0, cos/sin rows), before the parallel bodies: one
+ * compare + branch per id; out of range → api->index_error, the kernel
+ * returns WL_MODULE_EINDEX (the message of every target). */
+static void check_positions(HostGen *g, const Node *n, const Attn *a, LLVMValueRef fn)
+{
+	LLVMValueRef site = hg_index_site(g, n, n->inputs[G_POS], a->cs_rows, INDEX_NO_WRAP);
+	LLVMValueRef p = hg_arg(g, fn, a->a_pos);
+	HgLoop l;
+	LLVMValueRef i = hg_loop_begin(g, &l, ci(g, 0), ci(g, a->pos_numel), 1, "p");
+	hg_index_check(g, fn, site, i, load_int(g, a->pos_dt, p, i), a->cs_rows, INDEX_NO_WRAP);
+	hg_loop_end(g, &l);
 }
 
 /* Element e (runtime i64) of a source row src (float*) after fp16 rounding
@@ -636,6 +645,8 @@ int hg_emit_gqa(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	Attn a;
 	if (gqa_parse(g, n, &a, d))
 		return WL_ERR;
+	if (a.rope && a.a_pos >= 0)
+		check_positions(g, n, &a, fn);
 	return emit_attn(g, &a, fn);
 }
 

@@ -310,20 +310,19 @@ int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		                 ind->name);
 	int64_t V = dd[0], nidx = hg_numel(ind);
 	int64_t row = (int64_t)dtype_nbytes(data->type.elem, hg_numel(data) / (V ? V : 1));
-	if (V == 0 || nidx == 0)
+	if (nidx == 0)
 		return WL_OK;
 	LLVMTypeRef it = ind->type.elem == DT_INT64 ? g->t_i64 : g->t_i32;
 	LLVMValueRef src = hg_arg(g, fn, 0), ip = hg_arg(g, fn, 1), dst = hg_arg(g, fn, 2);
+	LLVMValueRef site = hg_index_site(g, n, ind, V, 0);
 	HgLoop l;
 	LLVMValueRef i = hg_loop_begin(g, &l, hg_i64(g, 0), hg_i64(g, nidx), 1, "i");
 	LLVMValueRef k = hg_load(g, it, ip, i);
 	if (it != g->t_i64)
 		k = LLVMBuildSExt(g->b, k, g->t_i64, "");
-	/* negative: from the end; then clamp into [0, V-1] (no out-of-bounds reads) */
-	LLVMValueRef neg = LLVMBuildICmp(g->b, LLVMIntSLT, k, hg_i64(g, 0), "");
-	k = LLVMBuildSelect(g->b, neg, LLVMBuildAdd(g->b, k, hg_i64(g, V), ""), k, "");
-	k = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, k, hg_i64(g, 0), ""), hg_i64(g, 0), k, "");
-	k = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, k, hg_i64(g, V - 1), ""), hg_i64(g, V - 1), k, "");
+	/* [-V, V) or an error naming the tensor (one compare + branch per id);
+	 * negative ids count from the end */
+	k = hg_index_check(g, fn, site, i, k, V, 0);
 	LLVMValueRef s = hg_gep(g, g->t_i8, src, LLVMBuildMul(g->b, k, hg_i64(g, row), ""));
 	LLVMValueRef t = hg_gep(g, g->t_i8, dst, LLVMBuildMul(g->b, i, hg_i64(g, row), ""));
 	LLVMBuildMemCpy(g->b, t, 1, s, 1, hg_i64(g, row));

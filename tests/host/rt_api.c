@@ -64,6 +64,15 @@ int main(int argc, char **argv)
 		printf("; s = %g\n", s[0]);
 		x[0] += 1;              /* inputs are read at run time */
 	}
+	/* an index out of range (the fixture's kernel 0 reports x[0] == 99 as
+	 * one): wl_run returns -1 with the one-line message; then runs again */
+	float keep = x[0];
+	x[0] = 99;
+	CHECK(wl_run(m) == -1);
+	CHECK(!strchr(wl_error(m), '\n'));
+	printf("index error: %s\n", wl_error(m));
+	x[0] = keep;
+	CHECK(wl_run(m) == 0 && wl_error(m)[0] == 0);
 	CHECK(wl_output(m, 7, NULL) == NULL);
 	CHECK(wl_output_index(m, "nope") == -1);
 	wl_close(m);

@@ -75,7 +75,7 @@ def manifest(d):
                       "outputs": [{"name": "y", "dtype": "float32", "shape": [2, 3], "format": "float32"},
                                   {"name": "s:sum", "dtype": "float32", "shape": [1], "format": "float32"}],
                       "op_counts": {"Add": 1, "Mul": 1},
-                      "workspace_bytes": 64, "abi": 1, "threads": 0}],
+                      "workspace_bytes": 64, "abi": 2, "threads": 0}],
         "files": [file_entry(d, "module.so"), file_entry(d, "weights.bin")],
         "compile_ms": 0,
     }
@@ -86,7 +86,7 @@ def write_manifest(d, m):
         json.dump(m, f, indent=2)
 
 
-def make_good(cc, d, abi=1):
+def make_good(cc, d, abi=2):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     r = run([cc, "-O2", "-shared", "-fPIC", "-DABI=%d" % abi, "-o", os.path.join(d, "module.so"),
@@ -104,9 +104,9 @@ def make_good(cc, d, abi=1):
     return m
 
 
-def expect_error(name, wlower, d, inputs, want, env=None):
+def expect_error(name, wlower, d, inputs, want, env=None, extra=()):
     """wlower run D must exit 1 with one line naming `want` (substrings)."""
-    cmd = [wlower, "run", d, "--output-dir", d + ".out"]
+    cmd = [wlower, "run", d, "--output-dir", d + ".out"] + list(extra)
     for k, v in inputs:
         cmd += ["--input", "%s=%s" % (k, v)]
     r = run(cmd, env)
@@ -134,6 +134,12 @@ def variants(wlower, cc, work, x, x64, x32, xpath):
                 fh.write(data)
         return setup
 
+    def append(name, text):
+        def setup(d, m):
+            with open(os.path.join(d, name), "a") as fh:
+                fh.write(text)
+        return setup
+
     def remove(name):
         return lambda d, m: os.remove(os.path.join(d, name))
 
@@ -156,7 +162,7 @@ def variants(wlower, cc, work, x, x64, x32, xpath):
         write_manifest(d, m2)
 
     def wrong_abi_so(d, m):
-        make_good(cc, d, abi=2)
+        make_good(cc, d, abi=3)
 
     def sym_dim(m):
         m["programs"][0]["inputs"][0]["shape"] = ["batch", 3]
@@ -185,13 +191,13 @@ def variants(wlower, cc, work, x, x64, x32, xpath):
         ("empty manifest", write("manifest.json", ""), good_in, ["manifest.json"]),
         ("wrong format", mut_manifest(setkey(["format"], "onnx")), good_in, ["manifest.json", "'format'"]),
         ("wrong version", mut_manifest(setkey(["version"], 7)), good_in, ["manifest.json", "'version'"]),
-        ("no programs", mut_manifest(delkey(["programs"])), good_in, ["manifest.json", "'programs'"]),
+        ("no programs", mut_manifest(delkey(["programs"])), good_in, ["manifest.json", "programs: missing"]),
         ("chimera target", mut_manifest(setkey(["target"], "qc-p")), good_in, ["manifest.json", "qc-p", "sim"]),
-        ("no hardware", mut_manifest(delkey(["hardware"])), good_in, ["manifest.json", "'hardware'"]),
+        ("no hardware", mut_manifest(delkey(["hardware"])), good_in, ["manifest.json", "hardware: missing"]),
         ("bad features", mut_manifest(setkey(["hardware", "features"], 3)), good_in,
          ["manifest.json", "hardware.features"]),
         ("missing abi", mut_manifest(delkey(P + ["abi"])), good_in, ["manifest.json", "programs[0].abi"]),
-        ("manifest abi 2", mut_manifest(setkey(P + ["abi"], 2)), good_in, ["manifest.json", "programs[0].abi", "ABI"]),
+        ("manifest abi 3", mut_manifest(setkey(P + ["abi"], 3)), good_in, ["manifest.json", "programs[0].abi", "ABI"]),
         ("missing workspace_bytes", mut_manifest(delkey(P + ["workspace_bytes"])), good_in,
          ["manifest.json", "programs[0].workspace_bytes"]),
         ("negative workspace_bytes", mut_manifest(setkey(P + ["workspace_bytes"], -64)), good_in,
@@ -201,23 +207,61 @@ def variants(wlower, cc, work, x, x64, x32, xpath):
         ("missing inputs", mut_manifest(delkey(P + ["inputs"])), good_in, ["manifest.json", "programs[0].inputs"]),
         ("missing outputs", mut_manifest(delkey(P + ["outputs"])), good_in, ["manifest.json", "programs[0].outputs"]),
         ("input without shape", mut_manifest(delkey(P + ["inputs", 0, "shape"])), good_in,
-         ["manifest.json", "programs[0].inputs[0]", "'shape'"]),
+         ["manifest.json", "programs[0].inputs[0].shape: missing"]),
         ("input bad dtype", mut_manifest(setkey(P + ["inputs", 0, "dtype"], "complex64")), good_in,
-         ["manifest.json", "programs[0].inputs[0]", "'dtype'"]),
+         ["manifest.json", "programs[0].inputs[0].dtype", "complex64"]),
         ("symbolic dim", mut_manifest(sym_dim), good_in, ["manifest.json", "programs[0].inputs[0]", "shape[0]"]),
         ("output without name", mut_manifest(delkey(P + ["outputs", 1, "name"])), good_in,
-         ["manifest.json", "programs[0].outputs[1]", "'name'"]),
-        ("missing files", mut_manifest(delkey(["files"])), good_in, ["manifest.json", "'files'"]),
+         ["manifest.json", "programs[0].outputs[1].name: missing"]),
+        ("missing files", mut_manifest(delkey(["files"])), good_in, ["manifest.json", "files: missing"]),
         ("no weights entry", mut_manifest(lambda m: m["files"].pop(1)), good_in, ["manifest.json", "weights.bin"]),
         ("missing module.so", remove("module.so"), good_in, ["module.so", "cannot open"]),
         ("module.so not an ELF", bogus_so, good_in, ["module.so", "cannot load"]),
         ("module.so wrong size", write("module.so", "x"), good_in, ["module.so", "manifest"]),
-        ("module.so ABI 2", wrong_abi_so, good_in, ["module.so", "ABI 2"]),
+        ("module.so ABI 3", wrong_abi_so, good_in, ["module.so", "ABI 3"]),
         ("missing weights.bin", remove("weights.bin"), good_in, ["weights.bin", "cannot open"]),
         ("truncated weights.bin", truncate_weights, good_in, ["weights.bin", "truncated", "40 bytes"]),
         ("weights.bin edited, same size", flip_weights, good_in, ["weights.bin", "sha256", "was modified"]),
         ("bad sha256 entry", mut_manifest(setkey(["files", 1, "sha256"], "xyz")), good_in,
-         ["manifest.json", "files[1]", "'sha256'"]),
+         ["manifest.json", "files[1].sha256"]),
+        # every field's type and range (runtime/module/manifest.c manifest_read)
+        ("trailing garbage", append("manifest.json", "}x"), good_in, ["manifest.json", "trailing data"]),
+        ("manifest not an object", write("manifest.json", "[1, 2]"), good_in, ["manifest.json", "not a JSON object"]),
+        ("target a number", mut_manifest(setkey(["target"], 3)), good_in, ["manifest.json", "target: not a string"]),
+        ("model missing", mut_manifest(delkey(["model"])), good_in, ["manifest.json", "model: missing"]),
+        ("programs an object", mut_manifest(setkey(["programs"], {})), good_in,
+         ["manifest.json", "programs: not an array"]),
+        ("programs empty", mut_manifest(setkey(["programs"], [])), good_in, ["manifest.json", "programs: empty"]),
+        ("program a string", mut_manifest(setkey(["programs", 0], "main")), good_in,
+         ["manifest.json", "programs[0]: not an object"]),
+        ("inputs an object", mut_manifest(setkey(P + ["inputs"], {})), good_in,
+         ["manifest.json", "programs[0].inputs: not an array"]),
+        ("negative dim", mut_manifest(setkey(P + ["inputs", 0, "shape"], [-2, 3])), good_in,
+         ["manifest.json", "programs[0].inputs[0].shape[0]"]),
+        ("fractional dim", mut_manifest(setkey(P + ["inputs", 0, "shape"], [2.5, 3])), good_in,
+         ["manifest.json", "programs[0].inputs[0].shape[0]"]),
+        ("huge dim", mut_manifest(setkey(P + ["outputs", 0, "shape"], [2 ** 41, 3])), good_in,
+         ["manifest.json", "programs[0].outputs[0].shape[0]"]),
+        ("shape product overflows", mut_manifest(setkey(P + ["outputs", 0, "shape"], [2 ** 30, 2 ** 30, 2 ** 30])),
+         good_in, ["manifest.json", "programs[0].outputs[0].shape", "2^40"]),
+        ("nine dims", mut_manifest(setkey(P + ["outputs", 0, "shape"], [1] * 9)), good_in,
+         ["manifest.json", "programs[0].outputs[0].shape", "at most 8"]),
+        ("dtype a number", mut_manifest(setkey(P + ["inputs", 0, "dtype"], 1)), good_in,
+         ["manifest.json", "programs[0].inputs[0].dtype: not a string"]),
+        ("frac_bits 40", mut_manifest(setkey(P + ["inputs", 0, "frac_bits"], 40)), good_in,
+         ["manifest.json", "programs[0].inputs[0].frac_bits"]),
+        ("unknown format", mut_manifest(setkey(P + ["inputs", 0, "format"], "posit")), good_in,
+         ["manifest.json", "programs[0].inputs[0].format", "posit"]),
+        ("op count negative", mut_manifest(setkey(P + ["op_counts", "Add"], -1)), good_in,
+         ["manifest.json", "programs[0].op_counts.Add"]),
+        ("negative file bytes", mut_manifest(setkey(["files", 1, "bytes"], -68)), good_in,
+         ["manifest.json", "files[1].bytes"]),
+        ("file bytes a string", mut_manifest(setkey(["files", 1, "bytes"], "68")), good_in,
+         ["manifest.json", "files[1].bytes: not a number"]),
+        ("file name with a path", mut_manifest(setkey(["files", 1, "name"], "../weights.bin")), good_in,
+         ["manifest.json", "files[1].name", "plain file name"]),
+        ("fuse value a string", mut_manifest(setkey(["fuse", "prepend_logmel"], "no")), good_in,
+         ["manifest.json", "fuse.prepend_logmel"]),
         ("not a directory", None, good_in, ["not-a-dir", "not a module directory"]),
         ("wrong input name", None, [("x", xpath), ("ghost", xpath)], ["input 'ghost'", "not an input of", "x"]),
         ("wrong input dtype", None, [("x", x64)], ["input 'x'", "float32[2,3]", "int64[2,3]", os.path.basename(x64)]),
@@ -304,6 +348,73 @@ def real_module(wlower, work):
                  ["weights.bin", "sha256", "was modified"])
     r = run([wlower, "run", t, "--no-verify", "--output-dir", t + ".out"] + ins)
     ok("real: --no-verify runs the edited module", r.returncode == 0, r.stderr.strip()[-300:])
+    manifest_vs_module(wlower, d, ins)
+    truncated_so(wlower, d, ins)
+
+
+def truncated_so(wlower, d, ins):
+    """module.so cut in half, the manifest's size (and sha256) edited to
+    match: an error naming module.so, never SIGBUS in dlopen."""
+    cmd_ins = [tuple(a.split("=", 1)) for a in ins[1::2]]
+    for label, sha, flag, want in (
+            ("size edited", False, [], ["module.so", "sha256", "was modified"]),
+            ("size edited --no-verify", False, ["--no-verify"], ["module.so", "cannot load: truncated"]),
+            ("size and sha256 edited", True, [], ["module.so", "cannot load: truncated"])):
+        t = d + "-so"
+        shutil.rmtree(t, ignore_errors=True)
+        shutil.copytree(d, t)
+        so = os.path.join(t, "module.so")
+        with open(so, "r+b") as f:
+            f.truncate(os.path.getsize(so) // 2)
+        with open(os.path.join(t, "manifest.json")) as f:
+            m = json.load(f)
+        for e in m["files"]:
+            if e["name"] == "module.so":
+                fe = file_entry(t, "module.so")
+                e["bytes"] = fe["bytes"]
+                if sha:
+                    e["sha256"] = fe["sha256"]
+        write_manifest(t, m)
+        expect_error("real: truncated module.so, " + label, wlower, t, cmd_ins, want, extra=flag)
+
+
+def manifest_vs_module(wlower, d, ins):
+    """An edited manifest.json that disagrees with what module.so reports
+    (wl_module_info): one line naming manifest.json and the field, never a
+    buffer overrun (the issue: heap corruption and SIGSEGV)."""
+    with open(os.path.join(d, "manifest.json")) as f:
+        good = json.load(f)
+    P = ["programs", 0]
+
+    def setkey(m, path, v):
+        o = m
+        for k in path[:-1]:
+            o = o[k]
+        o[path[-1]] = v
+
+    cases = [
+        ("smaller output shape", P + ["outputs", 0, "shape"], [4, 32], ["programs[0].outputs[0].shape", "[4,32]",
+                                                                         "compiled for [4,64]"]),
+        ("smaller input shape", P + ["inputs", 0, "shape"], [4, 32], ["programs[0].inputs[0].shape", "[4,32]"]),
+        ("workspace_bytes 16", P + ["workspace_bytes"], 16, ["programs[0].workspace_bytes", "16"]),
+        ("output dtype float16", P + ["outputs", 0, "dtype"], "float16", ["programs[0].outputs[0].dtype",
+                                                                          "float16", "compiled for float32"]),
+        ("renamed input", P + ["inputs", 0, "name"], "q", ["programs[0].inputs[0].name", "'q'"]),
+        ("one output fewer", P + ["outputs"], [], ["programs[0].outputs"]),
+    ]
+    for name, path, v, want in cases:
+        t = d + "-mf"
+        shutil.rmtree(t, ignore_errors=True)
+        shutil.copytree(d, t)
+        m = copy.deepcopy(good)
+        setkey(m, path, v)
+        write_manifest(t, m)
+        for flag in ([], ["--no-verify"]):
+            cmd_ins = [(k, v2) for k, v2 in (a.split("=", 1) for a in ins[1::2])]
+            if name == "renamed input":
+                cmd_ins = [("q" if k == "x" else k, v2) for k, v2 in cmd_ins]
+            expect_error("real: manifest %s%s" % (name, " " + flag[0] if flag else ""), wlower, t, cmd_ins,
+                         ["manifest.json"] + want, extra=flag)
 
 
 def main():
@@ -334,7 +445,9 @@ def main():
         ok("public C API (rt_api)", r.returncode == 0 and r.stdout.rstrip().endswith("OK")
            and "run 0: y = -1.5 -1.5 0.5 4.5 10.5 18.5; s = 31" in r.stdout
            and "run 1: y = -0.5 -1.5 0.5 4.5 10.5 18.5; s = 32" in r.stdout
-           and "run error: " + good + ": input 'x' (float32[2,3]) not bound" in r.stdout,
+           and "run error: " + good + ": input 'x' (float32[2,3]) not bound" in r.stdout
+           and "index error: input 'x' of node 'fixture' (Gather): index 99 at [0,0] out of range [-6, 6)"
+           in r.stdout,
            r.stderr[-500:])
 
     print("malformed module directories:")

@@ -187,18 +187,16 @@ void mul(ccl::Ctx &c, const void *a, const void *b, void *y)
 }
 
 template <long long NIDS, long long V, long long D, int FY, int IDS64>
-void embedding(ccl::Ctx &c, const void *ids, const void *table, void *y)
+void embedding(ccl::Ctx &c, const void *ids, const void *table, void *y, const ccl::IndexSite &site)
 {
 	constexpr size_t es = ccl::elemSize(FY), row = (size_t)D * es;
 	for (long long i = 0; i < NIDS; i++) {
 		long long id = IDS64 ? (long long)((const int64_t *)ids)[i] : (long long)((const int32_t *)ids)[i];
+		if (id < -V || id >= V)
+			ccl::index_fail(site, i, id);
 		if (id < 0)
 			id += V;
-		uint8_t *dst = (uint8_t *)y + (size_t)i * row;
-		if (id < 0 || id >= V)
-			std::memset(dst, 0, row);
-		else
-			std::memcpy(dst, (const uint8_t *)table + (size_t)id * row, row);
+		std::memcpy((uint8_t *)y + (size_t)i * row, (const uint8_t *)table + (size_t)id * row, row);
 	}
 	c.alu += (unsigned long long)NIDS * D;
 }
@@ -422,9 +420,18 @@ template <int B, int T, int P, int H, int HKV, int HD, int CAUSAL, int ROPE, int
           int FPVO, long long SCALE30>
 void gqa(ccl::Ctx &c, const void *q, const void *k, const void *v, const void *cos, const void *sin,
          const void *past_k, const void *past_v, const void *mask, const void *pos_ids, void *out, void *present_k,
-         void *present_v, void *scratch)
+         void *present_v, void *scratch, const ccl::IndexSite &pos_site)
 {
 	using namespace ccl;
+	if constexpr (ROPE && POS != 0) {
+		/* position_ids index the cos/sin rows: [0, rows) or the run ends */
+		for (long long i = 0; i < (POS >= 10 ? T : (long long)B * T); i++) {
+			long long r = POS % 10 == 1 ? (long long)((const int64_t *)pos_ids)[i]
+			                            : (long long)((const int32_t *)pos_ids)[i];
+			if (r < 0 || r >= pos_site.size)
+				index_fail(pos_site, i, r);
+		}
+	}
 	constexpr int L = P + T, D = H * HD, DK = HKV * HD;
 	constexpr int qQ = QQ - (ROPE ? 1 : 0);
 	constexpr int kN = QK - (ROPE ? 1 : 0);
@@ -440,7 +447,7 @@ void gqa(ccl::Ctx &c, const void *q, const void *k, const void *v, const void *c
 			r = ((const int64_t *)pos_ids)[i];
 		else
 			r = ((const int32_t *)pos_ids)[i];
-		return r < 0 ? 0 : r;
+		return r;
 	};
 	/* rotate (x, at Qin) into dst (int32 at Qout) */
 	auto rot = [&](const void *src, auto ldfn, size_t base, int Qin, long long row, int32_t *dst, size_t dstride,

@@ -213,11 +213,17 @@ int ck_gqa_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *f, Dia
 	if (attn_fmt(n, 5, &t, d))
 		return WL_ERR;
 	fprintf(f, "%s<%lld, %lld, %lld, %lld, %lld, %lld, %d, %d, %d, %d, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-	        "%lldLL>(c, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", op->cpp,
+	        "%lldLL>(c, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, ", op->cpp,
 	        (long long)g.B, (long long)g.T, (long long)g.P, (long long)g.H, (long long)g.Hkv, (long long)g.hd,
 	        g.causal, g.rope, g.pos, g.mask, t.q, t.k, t.v, cs, t.pk, t.pv, t.o, t.ok, t.ov,
 	        llround(g.scale * ldexp(1.0, 30)), a->in[0], a->in[1], a->in[2], cosa, sina, opt_in(n, a, 5),
 	        opt_in(n, a, 6), ck_arg(g.mask ? a->in[7] : NULL), ck_arg(g.pos ? a->in[8] : NULL), a->out[0],
 	        opt_out(n, a, 1), opt_out(n, a, 2), ck_arg(a->scratch));
+	/* position_ids index the cos/sin rows: [0, rows) or the run ends (ck_index_site) */
+	if (g.pos)
+		ck_index_site(f, n, nin(n, 8), numel_of(nin(n, 3)) / (g.hd ? g.hd : 1), INDEX_NO_WRAP);
+	else
+		fputs("ccl::IndexSite{}", f);
+	fputs(");\n", f);
 	return WL_OK;
 }

@@ -1,5 +1,6 @@
 /* gather.c — Gather along axis 0 of a constant float table (token
- * embeddings) → nn::embedding (ccl/nn.hpp). Blob "table": the table in the
+ * embeddings) → nn::embedding (ccl/nn.hpp); an id outside [-V, V) ends the
+ * run with the message of every target (ck_index_site). Blob "table": the table in the
  * output's format; the row sets `gathers`: alloc.c leaves the table in
  * weights.bin and counts only the gathered rows as read. ALU ops ids·D.
  */
@@ -41,7 +42,9 @@ int ck_embedding_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *
 	char y[24];
 	if (emb_dims(n, &e, d) || ck_fo(n, nout(n, 0), d, y))
 		return WL_ERR;
-	fprintf(f, "%s<%lldLL, %lldLL, %lldLL, %s, %d>(c, %s, %s, %s);\n", op->cpp, (long long)e.NI, (long long)e.V,
+	fprintf(f, "%s<%lldLL, %lldLL, %lldLL, %s, %d>(c, %s, %s, %s, ", op->cpp, (long long)e.NI, (long long)e.V,
 	        (long long)e.D, y, nin(n, 1)->type.elem == DT_INT64, a->in[1], a->blob[0], a->out[0]);
+	ck_index_site(f, n, nin(n, 1), e.V, 0);
+	fputs(");\n", f);
 	return WL_OK;
 }

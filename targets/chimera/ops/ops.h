@@ -56,6 +56,13 @@ int ck_opt_fq(const Node *n, const Value *v, Diag *d, char *buf);
 int ck_opt_fo(const Node *n, const Value *v, Diag *d, char *buf);
 /* An optional argument expression: "nullptr" for NULL or "NULL". */
 const char *ck_arg(const char *s);
+/* The site of an index check (ccl.hpp ccl::IndexSite): prints
+ * `ccl::IndexSite{"ids", "node", "Gather", flags, size, rank, {dims}}` for
+ * node n's indices ind over an axis of size (flags: INDEX_NO_WRAP for [0,
+ * size), INDEX_GRAPH_INPUT added from ind); an index out of range ends the
+ * simulated run with the message every target gives (compiler/ir/diag.c
+ * diag_index_range). */
+void ck_index_site(FILE *f, const Node *n, const Value *ind, int64_t size, int flags);
 
 /* Constants. */
 void *ck_calloc(size_t n, size_t sz);   /* aborts when out of memory */

@@ -124,6 +124,38 @@ const char *ck_arg(const char *s)
 	return s && strcmp(s, "NULL") ? s : "nullptr";
 }
 
+/* a C++ string literal of s; newlines become spaces, as in a Diag message */
+static void cpp_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '\n' || *p == '\r')
+			fputc(' ', f);
+		else if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p >= 0x7f)
+			fprintf(f, "\\%03o", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+void ck_index_site(FILE *f, const Node *n, const Value *ind, int64_t size, int flags)
+{
+	int rank = ind->type.has_shape && ind->type.rank <= 8 ? ind->type.rank : 0;
+	fputs("ccl::IndexSite{", f);
+	cpp_str(f, ind->name);
+	fputs(", ", f);
+	cpp_str(f, n->name);
+	fputs(", ", f);
+	cpp_str(f, n->op_type);
+	fprintf(f, ", %d, %lldLL, %d, {", flags | (ind->is_input ? INDEX_GRAPH_INPUT : 0), (long long)size, rank);
+	for (int i = 0; i < rank; i++)
+		fprintf(f, "%s%lldLL", i ? ", " : "", (long long)ind->type.dims[i].value);
+	fputs("}}", f);
+}
+
 /* ---------------------------------------------------------------- constants */
 
 void *ck_calloc(size_t n, size_t sz)
