@@ -156,7 +156,7 @@ bool rt_nonfinite_note(const RTensor *t, const char *name, const char *file, cha
 	if (!nan && !inf)
 		return false;
 	snprintf(buf, n, "input '%s' (%s): %lld NaN, %lld Inf: the reference and host code propagate them; "
-	         "the Chimera emulation turns NaN into 0 and saturates Inf to its format's range",
+	         "the Chimera emulation quantizes NaN to 0 and Inf to the extremes of a fixed-point input",
 	         name, file, (long long)nan, (long long)inf);
 	return true;
 }

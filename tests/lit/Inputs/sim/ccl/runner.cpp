@@ -1,4 +1,4 @@
-// Test fixture: a minimal module_sim runner (float32 .npy in/out, fixed-point
+// Test fixture: a minimal module_sim runner (raw float32 in, .npy out, fixed-point
 // or float32 formats) following the runner contract of the CCL library.
 #include <cmath>
 #include <cstdio>
@@ -10,19 +10,15 @@
 
 static void die(const std::string &m) { fprintf(stderr, "module_sim: %s\n", m.c_str()); exit(1); }
 
-static std::vector<float> read_npy(const std::string &path, long long n)
+// An input as wlower sim hands it over: raw float32 bytes, exact size.
+static std::vector<float> read_raw(const std::string &path, long long n)
 {
 	FILE *f = fopen(path.c_str(), "rb");
 	if (!f) die(path + ": cannot open");
-	unsigned char pre[10];
-	if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6)) die(path + ": not a .npy file");
-	size_t hl = pre[8] | (pre[9] << 8);
-	std::string h(hl, ' ');
-	if (fread(&h[0], 1, hl, f) != hl) die(path + ": truncated");
-	if (h.find("'<f4'") == std::string::npos) die(path + ": expected float32");
-	std::vector<float> v(n);
-	if (fread(v.data(), 4, n, f) != (size_t)n) die(path + ": wrong number of elements");
+	std::vector<float> v(n + 1);
+	if (fread(v.data(), 4, n + 1, f) != (size_t)n) die(path + ": wrong number of elements");
 	fclose(f);
+	v.resize(n);
 	return v;
 }
 
@@ -71,7 +67,7 @@ int main(int argc, char **argv)
 		std::string file;
 		for (auto &b : ins) if (b.first == io.name) file = b.second;
 		if (file.empty()) die(std::string("input '") + io.name + "' not given");
-		std::vector<float> v = read_npy(file, io.bytes / 4);
+		std::vector<float> v = read_raw(file, io.bytes / 4);
 		uint8_t *base = (io.mem == ccl::MEM_OCM ? c.ocm : c.ddr) + io.off;
 		for (size_t k = 0; k < v.size(); k++) {
 			if (io.fmt == ccl::F32) { memcpy(base + 4 * k, &v[k], 4); continue; }
