@@ -1,5 +1,6 @@
 // Test fixture: a minimal module_sim runner (raw float32 in, .npy out, fixed-point
 // or float32 formats) following the runner contract of the CCL library.
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -33,11 +34,11 @@ static void write_npy(const std::string &path, const float *v, const ccl::IO &io
 	FILE *f = fopen(path.c_str(), "wb");
 	if (!f) die(path + ": cannot write");
 	unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(h.size() & 255), (unsigned char)(h.size() >> 8)};
-	fwrite(pre, 1, 10, f);
-	fwrite(h.data(), 1, h.size(), f);
 	long long n = io.bytes / 4;
-	fwrite(v, 4, n, f);
-	fclose(f);
+	bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(h.data(), 1, h.size(), f) == h.size() &&
+	          fwrite(v, 4, n, f) == (size_t)n && fflush(f) == 0;
+	int e = errno;
+	if (fclose(f) != 0 || !ok) die(path + ": cannot write: " + strerror(e ? e : errno));
 }
 
 int main(int argc, char **argv)
@@ -102,7 +103,8 @@ int main(int argc, char **argv)
 	}
 	FILE *cf = fopen(counters.c_str(), "w");
 	if (!cf) die(counters + ": cannot write");
-	fputs(js.c_str(), cf);
-	fclose(cf);
+	bool ok = fputs(js.c_str(), cf) >= 0 && fflush(cf) == 0;
+	int e = errno;
+	if (fclose(cf) != 0 || !ok) die(counters + ": cannot write: " + strerror(e ? e : errno));
 	return 0;
 }
