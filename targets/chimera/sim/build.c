@@ -353,6 +353,7 @@ int sim_build(const char *dir, bool quiet, char **exe, Diag *d)
 	}
 	tmp_register(tmp_dir, true);
 	tmp_register(runner_tmp, false);
+	tmp_register(runner_log, false);        /* kept only when the build fails */
 	bool tty = !quiet && isatty(2);
 	if (tty) {
 		fprintf(stderr, "building module ...");
@@ -411,6 +412,7 @@ int sim_build(const char *dir, bool quiet, char **exe, Diag *d)
 		remove_tree(tmp_dir);
 		tmp_unregister(tmp_dir);
 		tmp_unregister(runner_tmp);
+		tmp_unregister(runner_log);
 		free(root);
 		if (mpid < 0 || (need_runner && rpid < 0))
 			return diag_fail(d, "g++: cannot run it: %s", strerror(mpid < 0 ? err : rerr));
@@ -419,6 +421,7 @@ int sim_build(const char *dir, bool quiet, char **exe, Diag *d)
 	}
 	unlink(tmp_obj);
 	tmp_unregister(runner_tmp);
+	tmp_unregister(runner_log);
 	if (rename(tmp_dir, final_dir) != 0) {
 		/* another build won the race: use its binary */
 		remove_tree(tmp_dir);
