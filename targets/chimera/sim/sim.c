@@ -220,11 +220,10 @@ static const char *io_describe(const cJSON *e, char *buf, size_t n)
 	return buf;
 }
 
-static bool io_matches(const cJSON *e, const RTensor *t)
+static bool io_shape_matches(const cJSON *e, const RTensor *t)
 {
-	const cJSON *dt = get(e, "dtype"), *sh = get(e, "shape");
-	if (!cJSON_IsString(dt) || strcmp(dt->valuestring, manifest_io_dtype(t->dtype)) || !cJSON_IsArray(sh) ||
-	    cJSON_GetArraySize(sh) != t->ndim)
+	const cJSON *sh = get(e, "shape");
+	if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) != t->ndim)
 		return false;
 	for (int i = 0; i < t->ndim; i++) {
 		const cJSON *x = cJSON_GetArrayItem(sh, i);
@@ -232,6 +231,12 @@ static bool io_matches(const cJSON *e, const RTensor *t)
 			return false;
 	}
 	return true;
+}
+
+static bool io_matches(const cJSON *e, const RTensor *t)
+{
+	const cJSON *dt = get(e, "dtype");
+	return cJSON_IsString(dt) && !strcmp(dt->valuestring, manifest_io_dtype(t->dtype)) && io_shape_matches(e, t);
 }
 
 /* Every --input through the one .npy reader, checked against the manifest;
@@ -263,13 +268,18 @@ static int load_compares(const char *dir, const cJSON *man, const SimArgs *a, RT
 {
 	for (int i = 0; i < a->ncmp; i++) {
 		const SimBind *b = &a->cmp[i];
-		if (!io_entry(man, "outputs", b->name))
+		const cJSON *e = io_entry(man, "outputs", b->name);
+		if (!e)
 			return diag_fail(d, "%s/manifest.json: --compare %s: the module has no output '%s'", dir, b->name,
 			                 b->name);
 		if (npy_read(b->file, &ts[i], d) != WL_OK) {
 			diag_prefix(d, "--compare %s: ", b->name);
 			return WL_ERR;
 		}
+		char got[256], want[256];
+		if (!io_shape_matches(e, &ts[i]))
+			return diag_fail(d, "%s: --compare %s: the reference is %s, the output is %s", b->file, b->name,
+			                 rt_describe(&ts[i], got, sizeof got), io_describe(e, want, sizeof want));
 	}
 	return WL_OK;
 }
