@@ -21,6 +21,14 @@
  * Errors are one line naming the file and the input. An unknown, missing,
  * mistyped or misshapen input is bad input (exit 1); a malformed command
  * line (no '=', missing value, unknown option) is a usage error (exit 2).
+ *
+ * Order: every input is read and checked (and its NaN/Inf counted: one note
+ * per input), the output names are checked for clashes and OUT for being
+ * replaceable, all before anything is created; then the outputs go to
+ * OUT.tmp.XXXXXX, renamed to OUT on success and removed on failure or on a
+ * signal (compiler/ir/fileutil.h OutputDir). An existing OUT is replaced only
+ * when it is empty or a folder of outputs made by wlower (its
+ * .wlower-outputs lists every file in it).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -46,7 +54,9 @@ static const char usage_run[] =
 "  --input NAME=FILE     value of graph input NAME: a .npy file (float32, float16,\n"
 "                        int64, int32, int8, uint8, bool) or an ONNX TensorProto\n"
 "                        .pb file; every graph input must be given once\n"
-"  --output-dir OUT      folder for the outputs (created if missing)\n"
+"  --output-dir OUT      folder for the outputs: written as OUT.tmp.XXXXXX and\n"
+"                        renamed; an existing OUT is replaced only when empty or\n"
+"                        made by wlower (its .wlower-outputs lists every file)\n"
 "  --threads N           threads for the kernels (default: the online CPUs)\n"
 "  --reps N              after one warm-up run, run N timed repetitions and\n"
 "                        print median_ms=X on stdout\n"
@@ -71,7 +81,8 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The output file name rule shared with tests/oracle/ort_run.js. */
+/* The output file name rule shared with tests/oracle/ort_run.js:
+ * DIR/<name>.npy. */
 static char *output_file_name(const char *dir, const char *name)
 {
 	size_t n = strlen(name);
@@ -147,6 +158,13 @@ static int parse_run_args(int argc, char **argv, RunArgs *a)
 	return CMD_OK;
 }
 
+static void note_nonfinite(const RunInput *b)
+{
+	char note[512];
+	if (rt_nonfinite_note(&b->t, b->name, b->file, note, sizeof note))
+		fprintf(stderr, "wlower run: note: %s\n", note);
+}
+
 /* Binds every input; the one-line error names file and input. */
 static int bind_inputs(Exec *e, RunArgs *a, Diag *d)
 {
@@ -164,6 +182,7 @@ static int bind_inputs(Exec *e, RunArgs *a, Diag *d)
 			return WL_ERR;
 		}
 		b->loaded = true;
+		note_nonfinite(b);
 		if (exec_bind(e, b->name, &b->t, d) != WL_OK) {
 			size_t l = strlen(d->msg);
 			snprintf(d->msg + l, sizeof d->msg - l, " (%s)", b->file);
@@ -184,57 +203,83 @@ static int bind_inputs(Exec *e, RunArgs *a, Diag *d)
 	return WL_OK;
 }
 
-/* Writes DIR/<names[i]>.npy for the n tensors. */
-static int write_named_outputs(const char *dir, int n, const char *const *names, const RTensor *const *ts,
-                               Diag *d)
+/* Two outputs that map to one file: an error before any work. */
+static int check_output_names(const char *dir, int n, const char *const *names, Diag *d)
 {
-	if (mkdir_p(dir, d) != WL_OK)
-		return WL_ERR;
 	char **paths = calloc((size_t)n + 1, sizeof *paths);
 	if (!paths)
 		wl_die(__FILE__, __LINE__, "out of memory");
 	int rc = WL_OK;
 	for (int i = 0; i < n && rc == WL_OK; i++) {
 		paths[i] = output_file_name(dir, names[i]);
-		for (int k = 0; k < i; k++)
+		for (int k = 0; k < i && rc == WL_OK; k++)
 			if (strcmp(paths[k], paths[i]) == 0)
 				rc = diag_fail(d, "outputs '%s' and '%s' both map to the file %s", names[k], names[i],
 				               paths[i]);
 	}
-	for (int i = 0; i < n && rc == WL_OK; i++)
-		if (npy_write(paths[i], ts[i], d) != WL_OK) {
-			diag_prefix(d, "output '%s': ", names[i]);
-			rc = WL_ERR;
-		}
 	for (int i = 0; i < n; i++)
 		free(paths[i]);
 	free(paths);
 	return rc;
 }
 
-static int write_outputs(Exec *e, const char *dir, Diag *d)
+/* Writes DIR/<names[i]>.npy for the n tensors. */
+static int write_named_outputs(const char *dir, int n, const char *const *names, const RTensor *const *ts,
+                               Diag *d)
+{
+	int rc = WL_OK;
+	for (int i = 0; i < n && rc == WL_OK; i++) {
+		char *path = output_file_name(dir, names[i]);
+		if (npy_write(path, ts[i], d) != WL_OK) {
+			diag_prefix(d, "output '%s': ", names[i]);
+			rc = WL_ERR;
+		}
+		free(path);
+	}
+	return rc;
+}
+
+/* The graph's output names (malloc'ed array of borrowed strings). */
+static const char **exec_output_names(const Exec *e)
 {
 	int n = exec_output_count(e);
 	const char **names = calloc((size_t)n + 1, sizeof *names);
-	const RTensor **ts = calloc((size_t)n + 1, sizeof *ts);
-	if (!names || !ts)
+	if (!names)
 		wl_die(__FILE__, __LINE__, "out of memory");
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < n; i++)
 		names[i] = exec_output_name(e, i);
+	return names;
+}
+
+static int write_outputs(Exec *e, const char *dir, Diag *d)
+{
+	int n = exec_output_count(e);
+	const char **names = exec_output_names(e);
+	const RTensor **ts = calloc((size_t)n + 1, sizeof *ts);
+	if (!ts)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (int i = 0; i < n; i++)
 		ts[i] = exec_output(e, i);
-	}
 	int rc = write_named_outputs(dir, n, names, ts, d);
 	free(names);
 	free(ts);
 	return rc;
 }
 
-static void print_median(double *t, long reps)
+/* Before any work: output names, then OUT (its temporary created last). */
+static int begin_outputs(const char *outdir, int n, const char *const *names, OutputDir *od, Diag *d)
+{
+	if (check_output_names(outdir, n, names, d) != WL_OK)
+		return WL_ERR;
+	return output_dir_begin(od, outdir, d);
+}
+
+static int print_median(double *t, long reps, Diag *d)
 {
 	qsort(t, (size_t)reps, sizeof *t, cmp_double);
 	double med = reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2;
 	printf("median_ms=%.3f\n", med);
-	fflush(stdout);
+	return stdout_check(d);
 }
 
 /* ---------------------------------------------------------------- module directories */
@@ -338,6 +383,7 @@ static int run_dir(RunArgs *a, Diag *d)
 		wl_die(__FILE__, __LINE__, "out of memory");
 	char list[512], ty[256];
 	WlTensorInfo info;
+	OutputDir od = {0};
 	for (int k = 0; k < a->nb; k++) {
 		RunInput *b = &a->b[k];
 		if (wl_input_index(wm, b->name) < 0) {
@@ -359,6 +405,7 @@ static int run_dir(RunArgs *a, Diag *d)
 			goto out;
 		}
 		b->loaded = true;
+		note_nonfinite(b);
 		if (wl_bind_input(wm, b->name, b->t.data, b->t.dtype, b->t.ndim, b->t.dims) != 0) {
 			diag_fail(d, "%s (%s)", wl_error(wm), b->file);
 			goto out;
@@ -377,6 +424,12 @@ static int run_dir(RunArgs *a, Diag *d)
 			goto out;
 		}
 	}
+	for (int i = 0; i < nout; i++) {
+		wl_output_info(wm, i, &info);
+		names[i] = info.name;
+	}
+	if (begin_outputs(a->outdir, nout, names, &od, d) != WL_OK)
+		goto out;
 	if (wl_run(wm) != 0) {
 		diag_fail(d, "%s", wl_error(wm));
 		goto out;
@@ -391,7 +444,8 @@ static int run_dir(RunArgs *a, Diag *d)
 			}
 			t[r] = wl_now_ms() - t0;
 		}
-		print_median(t, a->reps);
+		if (print_median(t, a->reps, d) != WL_OK)
+			goto out;
 	}
 	if (getenv("WLOWER_PROFILE") && strcmp(getenv("WLOWER_PROFILE"), "0") != 0) {
 		if (wl_profile_count(wm) > 0)
@@ -406,8 +460,10 @@ static int run_dir(RunArgs *a, Diag *d)
 		memcpy(outs[i].dims, info.shape, sizeof(int64_t) * (size_t)info.ndim);
 		pts[i] = &outs[i];
 	}
-	rc = write_named_outputs(a->outdir, nout, names, pts, d);
+	if (write_named_outputs(od.tmp, nout, names, pts, d) == WL_OK && output_dir_commit(&od, d) == WL_OK)
+		rc = WL_OK;
 out:
+	output_dir_abort(&od, d);
 	free(names);
 	free(outs);
 	free(pts);
@@ -425,6 +481,7 @@ int cmd_run(int argc, char **argv)
 	Diag d = {0};
 	Module *m = NULL;
 	Exec *e = NULL;
+	OutputDir od = {0};
 	if (rc != CMD_OK)
 		goto out;
 	rc = CMD_BAD_INPUT;
@@ -441,7 +498,10 @@ int cmd_run(int argc, char **argv)
 		goto fail;
 	if (bind_inputs(e, &a, &d) != WL_OK)
 		goto fail;
-	if (exec_run(e, &d) != WL_OK)
+	const char **names = exec_output_names(e);
+	int nb = begin_outputs(a.outdir, exec_output_count(e), names, &od, &d);
+	free(names);
+	if (nb != WL_OK || exec_run(e, &d) != WL_OK)
 		goto fail;
 	if (a.reps > 0) {
 		double *t = malloc((size_t)a.reps * sizeof *t);
@@ -455,14 +515,17 @@ int cmd_run(int argc, char **argv)
 			}
 			t[r] = wl_now_ms() - t0;
 		}
-		print_median(t, a.reps);
+		int pm = print_median(t, a.reps, &d);
 		free(t);
+		if (pm != WL_OK)
+			goto fail;
 	}
-	if (write_outputs(e, a.outdir, &d) != WL_OK)
+	if (write_outputs(e, od.tmp, &d) != WL_OK || output_dir_commit(&od, &d) != WL_OK)
 		goto fail;
 	rc = CMD_OK;
 	goto out;
 fail:
+	output_dir_abort(&od, &d);
 	cmd_error(CMD, &d);
 out:
 	if (e)

@@ -47,6 +47,10 @@ int npy_read(const char *path, RTensor *out, Diag *d);
 int npy_write(const char *path, const RTensor *t, Diag *d);   /* atomic */
 /* ONNX TensorProto file (test_data_set_N/input_0.pb). */
 int pb_tensor_read(const char *path, RTensor *out, Diag *d);
+/* NaN/Inf at the input boundary (docs/FORMATS.md): for a float input with
+ * non-finite values, the one note every command prints (run on the
+ * reference and host, sim) into buf, and true; false when there is none. */
+bool rt_nonfinite_note(const RTensor *t, const char *name, const char *file, char *buf, size_t n);
 
 /* ---------------------------------------------------------------- threadpool.c */
 /* A persistent pool: threads-1 workers plus the calling thread. parallel_for

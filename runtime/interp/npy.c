@@ -133,6 +133,34 @@ uint16_t rt_float_to_half(float f)
 	return sign | (uint16_t)q;
 }
 
+/* ---------------------------------------------------------------- NaN and Inf */
+
+bool rt_nonfinite_note(const RTensor *t, const char *name, const char *file, char *buf, size_t n)
+{
+	if (t->dtype != DT_FLOAT && t->dtype != DT_FLOAT16)
+		return false;
+	int64_t nan = 0, inf = 0, ne = rt_numel(t);
+	for (int64_t i = 0; i < ne; i++) {     /* by bits: immune to -ffast-math */
+		uint32_t u, exp, man;
+		if (t->dtype == DT_FLOAT) {
+			memcpy(&u, (const float *)t->data + i, 4);
+			exp = u & 0x7f800000u, man = u & 0x7fffffu;
+			exp = exp == 0x7f800000u;
+		} else {
+			u = ((const uint16_t *)t->data)[i];
+			exp = (u & 0x7c00u) == 0x7c00u, man = u & 0x3ffu;
+		}
+		nan += exp && man;
+		inf += exp && !man;
+	}
+	if (!nan && !inf)
+		return false;
+	snprintf(buf, n, "input '%s' (%s): %lld NaN, %lld Inf: the reference and host code propagate them; "
+	         "the Chimera emulation quantizes NaN to 0 and Inf to the extremes of a fixed-point input",
+	         name, file, (long long)nan, (long long)inf);
+	return true;
+}
+
 /* ---------------------------------------------------------------- .npy */
 
 static const struct { const char *descr; int dtype; } npy_types[] = {

@@ -356,14 +356,10 @@ static int verify_sha(const WlModule *m, const char *path, const char *mpath, co
 
 static int load_weights(WlModule *m, const char *mpath, const ModFile *f, Diag *d)
 {
-	int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return diag_fail(d, "%s: cannot open: %s", f->path, strerror(errno));
 	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return diag_fail(d, "%s: not a regular file", f->path);
-	}
+	int fd = file_open_regular(f->path, &st, d);    /* a FIFO must not block */
+	if (fd < 0)
+		return WL_ERR;
 	if ((uint64_t)st.st_size != f->bytes) {
 		close(fd);
 		return diag_fail(d, "%s: %s: %lld bytes, the manifest says %llu (%s)", f->path,

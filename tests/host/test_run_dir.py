@@ -278,7 +278,7 @@ def check_good(wlower, d, xpath, want_y, label):
     if r.returncode != 0:
         return
     files = sorted(os.listdir(out))
-    ok(label + ": output files", files == ["s_sum.npy", "y.npy"], str(files))
+    ok(label + ": output files", files == [".wlower-outputs", "s_sum.npy", "y.npy"], str(files))
     y = np.load(os.path.join(out, "y.npy"))
     s = np.load(os.path.join(out, "s_sum.npy"))
     ok(label + ": values", y.dtype == np.float32 and np.array_equal(y, want_y) and

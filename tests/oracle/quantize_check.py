@@ -213,7 +213,7 @@ def check_variant(wlower, src, feeds, work, tag, block, symmetric, exclude, rela
             return False
         outs[which] = od
     worst = peak = 0.0
-    for f in sorted(os.listdir(outs["deq"])):
+    for f in sorted(f for f in os.listdir(outs["deq"]) if f.endswith(".npy")):
         a = np.load(os.path.join(outs["q"], f)).astype(np.float64)
         b = np.load(os.path.join(outs["deq"], f)).astype(np.float64)
         if not np.issubdtype(b.dtype, np.floating):

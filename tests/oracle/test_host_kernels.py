@@ -191,7 +191,7 @@ def run_case(wl, work, name, text, feeds, reps=0, threads=None, cpu=None):
     host_ms = r.stdout.strip()
     msgs = []
     ok = True
-    for f in sorted(os.listdir(os.path.join(d, "ref"))):
+    for f in sorted(f for f in os.listdir(os.path.join(d, "ref")) if f.endswith(".npy")):
         a = np.load(os.path.join(d, "ref", f))
         b = np.load(os.path.join(d, "host", f))
         p, why = psnr(a, b)

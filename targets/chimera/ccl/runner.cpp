@@ -1,10 +1,12 @@
 /* runner.cpp — the simulated binary's main (API.md, docs/chimera-contracts.md "Runner"):
  *
- *   module_sim DIR --input NAME=F.npy ... --output-dir OUT --counters FILE.json [--progress]
+ *   module_sim DIR --input NAME=F.raw ... --output-dir OUT --counters FILE.json [--progress]
  *
  * mmaps DIR/weights.bin (its size must equal weights_bytes), allocates OCM
- * and DDR, reads each input .npy (dtype and shape must match; float32 inputs
- * are quantized to the input's format: round half up, saturating), runs the
+ * and DDR, reads each input: raw little-endian bytes of the input's dtype and
+ * shape, written by `wlower sim` after its .npy reader checked the file (the
+ * size must be exact; float32 inputs are quantized to the input's format:
+ * round half up, saturating; NaN becomes 0, ±Inf saturates), runs the
  * kernels in order, writes each output as OUT/NAME.npy ('/' and ':' in names
  * become '_'; fixed point → float32 v/2^F, binary16 → float32, ints as they
  * are) and the counters JSON (per kernel also "saturated": stores clipped at
@@ -36,85 +38,32 @@ namespace {
 	std::exit(1);
 }
 
-struct Npy {
-	std::string descr;
-	std::vector<long long> shape;
-	std::vector<uint8_t> data;
-};
-
-bool read_file(const std::string &path, std::vector<uint8_t> &out)
+/* An input as `wlower sim` hands it over (targets/chimera/sim/sim.c): the
+ * raw little-endian bytes of the input's dtype and shape, already read and
+ * checked by the one .npy reader (runtime/interp/npy.c). The runner has no
+ * .npy parser; it checks only that the size is exact. */
+std::vector<uint8_t> read_raw(const std::string &path, size_t want, const char *name)
 {
-	FILE *f = std::fopen(path.c_str(), "rb");
-	if (!f)
-		return false;
-	uint8_t buf[1 << 16];
-	size_t n;
-	while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-		out.insert(out.end(), buf, buf + n);
-	bool ok = !std::ferror(f);
-	std::fclose(f);
-	return ok;
-}
-
-/* Minimal .npy v1/v2/v3 reader: little-endian C-order arrays. */
-Npy npy_read(const std::string &path)
-{
-	std::vector<uint8_t> b;
-	if (!read_file(path, b))
-		die("%s: cannot read: %s", path.c_str(), std::strerror(errno));
-	if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0)
-		die("%s: not a .npy file", path.c_str());
-	size_t hl, ho;
-	if (b[6] == 1) {
-		hl = b[8] | (b[9] << 8);
-		ho = 10;
-	} else {
-		if (b.size() < 12)
-			die("%s: truncated header", path.c_str());
-		hl = b[8] | (b[9] << 8) | ((size_t)b[10] << 16) | ((size_t)b[11] << 24);
-		ho = 12;
+	int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		die("%s: cannot open: %s", path.c_str(), std::strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		die("%s: not a regular file", path.c_str());
+	if ((unsigned long long)st.st_size != (unsigned long long)want)
+		die("%s: input '%s': %lld bytes, expected %zu", path.c_str(), name, (long long)st.st_size, want);
+	std::vector<uint8_t> b(want);
+	size_t got = 0;
+	while (got < want) {
+		ssize_t n = read(fd, b.data() + got, want - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			die("%s: cannot read: %s", path.c_str(), n < 0 ? std::strerror(errno) : "short file");
+		got += (size_t)n;
 	}
-	if (ho + hl > b.size())
-		die("%s: truncated header", path.c_str());
-	std::string h((const char *)b.data() + ho, hl);
-	Npy n;
-	auto val = [&](const char *key) -> std::string {
-		size_t p = h.find(key);
-		if (p == std::string::npos)
-			die("%s: header has no %s", path.c_str(), key);
-		p = h.find(':', p);
-		if (p == std::string::npos)
-			die("%s: bad header", path.c_str());
-		return h.substr(p + 1);
-	};
-	std::string d = val("'descr'");
-	size_t q1 = d.find('\''), q2 = d.find('\'', q1 + 1);
-	if (q1 == std::string::npos || q2 == std::string::npos)
-		die("%s: bad descr", path.c_str());
-	n.descr = d.substr(q1 + 1, q2 - q1 - 1);
-	std::string fo = val("'fortran_order'");
-	if (fo.find("True") < fo.find(','))
-		die("%s: fortran_order arrays are not supported", path.c_str());
-	std::string s = val("'shape'");
-	size_t o = s.find('('), c = s.find(')');
-	if (o == std::string::npos || c == std::string::npos)
-		die("%s: bad shape", path.c_str());
-	std::string in = s.substr(o + 1, c - o - 1);
-	const char *p = in.c_str();
-	while (*p) {
-		while (*p == ' ' || *p == ',')
-			p++;
-		if (!*p)
-			break;
-		char *e;
-		long long v = std::strtoll(p, &e, 10);
-		if (e == p)
-			die("%s: bad shape", path.c_str());
-		n.shape.push_back(v);
-		p = e;
-	}
-	n.data.assign(b.begin() + ho + hl, b.end());
-	return n;
+	close(fd);
+	return b;
 }
 
 void npy_write(const std::string &path, const char *descr, const long long *shape, int ndim, const void *data,
@@ -136,10 +85,14 @@ void npy_write(const std::string &path, const char *descr, const long long *shap
 	unsigned char hdr[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(h.size() & 255),
 	                         (unsigned char)(h.size() >> 8)};
 	bool ok = std::fwrite(hdr, 1, 10, f) == 10 && std::fwrite(h.data(), 1, h.size(), f) == h.size() &&
-	          std::fwrite(data, 1, bytes, f) == bytes;
+	          std::fwrite(data, 1, bytes, f) == bytes && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+	int e = errno;
 	ok = (std::fclose(f) == 0) && ok;
-	if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0)
-		die("%s: cannot write: %s", path.c_str(), std::strerror(errno));
+	if (ok && std::rename(tmp.c_str(), path.c_str()) == 0)
+		return;
+	e = e ? e : errno;
+	unlink(tmp.c_str());
+	die("%s: cannot write: %s", path.c_str(), std::strerror(e ? e : EIO));
 }
 
 const char *npy_descr(const char *dtype)
@@ -210,7 +163,7 @@ int main(int argc, char **argv)
 			std::string v = next();
 			size_t eq = v.find('=');
 			if (eq == std::string::npos || eq == 0)
-				die("--input %s: expected NAME=FILE.npy", v.c_str());
+				die("--input %s: expected NAME=FILE.raw", v.c_str());
 			inputs.emplace_back(v.substr(0, eq), v.substr(eq + 1));
 		} else if (a == "--output-dir") {
 			outdir = next();
@@ -227,19 +180,21 @@ int main(int argc, char **argv)
 		}
 	}
 	if (dir.empty() || outdir.empty())
-		die("usage: module_sim DIR --input NAME=F.npy ... --output-dir OUT [--counters F.json] [--progress]");
+		die("usage: module_sim DIR --input NAME=F.raw ... --output-dir OUT [--counters F.json] [--progress]");
 
 	/* weights */
 	std::string wpath = dir + "/weights.bin";
 	const uint8_t *wmap = nullptr;
 	std::vector<uint8_t> wempty(64);
 	{
-		int fd = open(wpath.c_str(), O_RDONLY);
+		int fd = open(wpath.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0)
 			die("%s: cannot open: %s", wpath.c_str(), std::strerror(errno));
 		struct stat st;
 		if (fstat(fd, &st) != 0)
 			die("%s: cannot stat", wpath.c_str());
+		if (!S_ISREG(st.st_mode))
+			die("%s: not a regular file", wpath.c_str());
 		if ((unsigned long long)st.st_size != P.weights_bytes)
 			die("%s: %lld bytes, the module expects %llu", wpath.c_str(), (long long)st.st_size, P.weights_bytes);
 		if (st.st_size > 0) {
@@ -272,28 +227,14 @@ int main(int argc, char **argv)
 			die("--input %s: given twice", kv.first.c_str());
 		seen[idx] = true;
 		const ccl::IO &io = P.inputs[idx];
-		Npy n = npy_read(kv.second);
-		const char *want = npy_descr(io.dtype);
-		if (!want || n.descr != want)
-			die("%s: input '%s': dtype %s, expected %s", kv.second.c_str(), io.name, n.descr.c_str(), io.dtype);
-		bool same = (int)n.shape.size() == io.ndim;
-		for (int i = 0; same && i < io.ndim; i++)
-			same = n.shape[i] == io.shape[i];
-		if (!same) {
-			std::string a, b;
-			for (auto d : n.shape)
-				a += (a.empty() ? "" : ",") + std::to_string(d);
-			for (int i = 0; i < io.ndim; i++)
-				b += (b.empty() ? "" : ",") + std::to_string(io.shape[i]);
-			die("%s: input '%s': shape [%s], expected [%s]", kv.second.c_str(), io.name, a.c_str(), b.c_str());
-		}
+		if (!npy_descr(io.dtype))
+			die("input '%s': unsupported dtype %s", io.name, io.dtype);
 		long long ne = io_numel(io);
 		size_t es = std::strcmp(io.dtype, "int64") == 0 ? 8 : std::strcmp(io.dtype, "float16") == 0 ? 2 : 4;
-		if (n.data.size() < (size_t)ne * es)
-			die("%s: input '%s': data truncated", kv.second.c_str(), io.name);
+		std::vector<uint8_t> raw = read_raw(kv.second, (size_t)ne * es, io.name);
 		uint8_t *dst = io_ptr(c, io);
 		if (!std::strcmp(io.dtype, "float32")) {
-			const float *src = (const float *)n.data.data();
+			const float *src = (const float *)raw.data();
 			for (long long i = 0; i < ne; i++) {
 				float f;
 				std::memcpy(&f, src + i, 4);
@@ -305,13 +246,13 @@ int main(int argc, char **argv)
 					((float *)dst)[i] = f;
 			}
 		} else {
-			std::memcpy(dst, n.data.data(), (size_t)ne * es);
+			std::memcpy(dst, raw.data(), (size_t)ne * es);
 		}
 		in_bytes += io.bytes;
 	}
 	for (int i = 0; i < P.ninputs; i++)
 		if (!seen[i])
-			die("missing --input %s=FILE.npy", P.inputs[i].name);
+			die("missing --input %s=FILE.raw", P.inputs[i].name);
 
 	/* run */
 	struct Cnt { unsigned long long macs, alu, d2o, o2d, sat; };
@@ -369,8 +310,14 @@ int main(int argc, char **argv)
 			             cnt[k].macs, cnt[k].alu, cnt[k].d2o, cnt[k].o2d, cnt[k].sat);
 		}
 		std::fprintf(f, "],\"input_bytes\":%llu,\"output_bytes\":%llu}\n", in_bytes, out_bytes);
-		if (std::fclose(f) != 0 || std::rename(tmp.c_str(), counters.c_str()) != 0)
-			die("%s: cannot write: %s", counters.c_str(), std::strerror(errno));
+		bool ok = std::fflush(f) == 0 && !std::ferror(f) && fsync(fileno(f)) == 0;
+		int e = errno;
+		ok = std::fclose(f) == 0 && ok;
+		if (!ok || std::rename(tmp.c_str(), counters.c_str()) != 0) {
+			e = e ? e : errno;
+			unlink(tmp.c_str());
+			die("%s: cannot write: %s", counters.c_str(), std::strerror(e ? e : EIO));
+		}
 	}
 	return 0;
 }

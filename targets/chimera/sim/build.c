@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,31 @@ static void list_files(const char *root, const char *rel, char ***v, int *n, int
 	closedir(dh);
 }
 
+void sim_spawnattr_init(posix_spawnattr_t *sa)
+{
+	sigset_t def, none;
+	sigemptyset(&def);
+	sigaddset(&def, SIGPIPE);
+	sigemptyset(&none);
+	posix_spawnattr_init(sa);
+	posix_spawnattr_setsigdefault(sa, &def);
+	posix_spawnattr_setsigmask(sa, &none);
+	posix_spawnattr_setflags(sa, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+}
+
+/* posix_spawnp with sim_spawnattr_init; the child is registered (killed
+ * with wlower on a signal: tmp_child_add) until wait_child. */
+static int spawn(pid_t *pid, char *const argv[], const posix_spawn_file_actions_t *fa)
+{
+	posix_spawnattr_t sa;
+	sim_spawnattr_init(&sa);
+	int rc = posix_spawnp(pid, argv[0], fa, &sa, argv, environ);
+	posix_spawnattr_destroy(&sa);
+	if (rc == 0)
+		tmp_child_add(*pid);
+	return rc;
+}
+
 /* Runs argv with stdout+stderr into `log` (a file path) or, when log is NULL,
  * captured into *out (malloc'ed). Returns the exit status, -1 if it could not
  * start (errno kept in *err). */
@@ -139,7 +165,7 @@ static int run_child(char *const argv[], const char *log, char **out, int *err)
 		posix_spawn_file_actions_addclose(&fa, pfd[1]);
 	}
 	pid_t pid;
-	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	int rc = spawn(&pid, argv, &fa);
 	posix_spawn_file_actions_destroy(&fa);
 	if (!log)
 		close(pfd[1]);
@@ -164,8 +190,10 @@ static int run_child(char *const argv[], const char *log, char **out, int *err)
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR) {
 			*err = errno;
+			tmp_child_remove(pid);
 			return -1;
 		}
+	tmp_child_remove(pid);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
@@ -177,7 +205,7 @@ static pid_t spawn_logged(char *const argv[], const char *log, int *err)
 	posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	posix_spawn_file_actions_adddup2(&fa, 1, 2);
 	pid_t pid;
-	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	int rc = spawn(&pid, argv, &fa);
 	posix_spawn_file_actions_destroy(&fa);
 	if (rc != 0) {
 		*err = rc;
@@ -191,8 +219,11 @@ static int wait_child(pid_t pid)
 {
 	int st;
 	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
+		if (errno != EINTR) {
+			tmp_child_remove(pid);
 			return -1;
+		}
+	tmp_child_remove(pid);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
@@ -320,6 +351,9 @@ int sim_build(const char *dir, bool quiet, char **exe, Diag *d)
 		free(root);
 		return diag_fail(d, "%s: cannot create folder: %s", tmp_dir, strerror(e));
 	}
+	tmp_register(tmp_dir, true);
+	tmp_register(runner_tmp, false);
+	tmp_register(runner_log, false);        /* kept only when the build fails */
 	bool tty = !quiet && isatty(2);
 	if (tty) {
 		fprintf(stderr, "building module ...");
@@ -376,6 +410,9 @@ int sim_build(const char *dir, bool quiet, char **exe, Diag *d)
 		else
 			rename(which, failed_log);
 		remove_tree(tmp_dir);
+		tmp_unregister(tmp_dir);
+		tmp_unregister(runner_tmp);
+		tmp_unregister(runner_log);
 		free(root);
 		if (mpid < 0 || (need_runner && rpid < 0))
 			return diag_fail(d, "g++: cannot run it: %s", strerror(mpid < 0 ? err : rerr));
@@ -383,14 +420,18 @@ int sim_build(const char *dir, bool quiet, char **exe, Diag *d)
 		                 which == runner_log ? runner : module, line, failed_log);
 	}
 	unlink(tmp_obj);
+	tmp_unregister(runner_tmp);
+	tmp_unregister(runner_log);
 	if (rename(tmp_dir, final_dir) != 0) {
 		/* another build won the race: use its binary */
 		remove_tree(tmp_dir);
+		tmp_unregister(tmp_dir);
 		if (access(exe_path, X_OK) != 0) {
 			free(root);
 			return diag_fail(d, "%s: cannot move the build into the cache", final_dir);
 		}
 	}
+	tmp_unregister(tmp_dir);
 	if (!quiet)
 		fprintf(stderr, "building module: %.1f s\n", dt);
 	free(root);

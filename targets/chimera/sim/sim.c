@@ -6,11 +6,20 @@
  *                  [--compare NAME=REF.npy ...] [--quiet] [--cost-only] [--calibrate]
  *
  * Steps: manifest.json (files present with their sizes and sha256),
- * schedule.json; build (build.c, cached); run `module_sim DIR --input ...
- * --output-dir OUT --counters OUT/counters.json --progress` (posix_spawn;
+ * schedule.json; every --input read by the one .npy reader
+ * (runtime/interp/npy.c) and checked against the manifest's dtype and shape
+ * (NaN/Inf counted: one note per input), every --compare file read and its
+ * name checked, the output file names checked for clashes, OUT checked for
+ * being replaceable — all before anything is created or built. Then the
+ * temporary OUT.tmp.XXXXXX (fileutil OutputDir); each input written there
+ * as raw little-endian bytes of its dtype (.input<i>.raw, removed before
+ * the commit: the runner only checks their size, it has no .npy parser);
+ * build (build.c, cached); run `module_sim DIR --input NAME=RAW ...
+ * --output-dir TMP --counters TMP/counters.json --progress` (posix_spawn;
  * its `progress I N` lines drive a bar on a terminal); counters vs the
  * schedule (MACs, ALU ops, DMA bytes per kernel); cost model; report
- * (report.c) on stdout, OUT/profile_core<i>.json and OUT/profile.svg.
+ * (report.c) on stdout, profile_core<i>.json and profile.svg; the rename of
+ * TMP to OUT. A failure or a signal removes TMP.
  */
 #include <errno.h>
 #include <math.h>
@@ -185,6 +194,178 @@ static int check_inputs(const char *dir, const cJSON *man, const SimArgs *a, Dia
 	return WL_OK;
 }
 
+/* The manifest's IO entry named name in programs[0].<key>, or NULL. */
+static const cJSON *io_entry(const cJSON *man, const char *key, const char *name)
+{
+	const cJSON *e;
+	cJSON_ArrayForEach(e, get(cJSON_GetArrayItem(get(man, "programs"), 0), key)) {
+		const cJSON *n = get(e, "name");
+		if (cJSON_IsString(n) && !strcmp(n->valuestring, name))
+			return e;
+	}
+	return NULL;
+}
+
+/* "float32[1,8]" of a manifest IO entry. */
+static const char *io_describe(const cJSON *e, char *buf, size_t n)
+{
+	const cJSON *dt = get(e, "dtype"), *x;
+	size_t k = (size_t)snprintf(buf, n, "%s[", cJSON_IsString(dt) ? dt->valuestring : "?");
+	int i = 0;
+	cJSON_ArrayForEach(x, get(e, "shape"))
+		if (k < n)
+			k += (size_t)snprintf(buf + k, n - k, "%s%.0f", i++ ? "," : "", x->valuedouble);
+	if (k < n)
+		snprintf(buf + k, n - k, "]");
+	return buf;
+}
+
+static bool io_shape_matches(const cJSON *e, const RTensor *t)
+{
+	const cJSON *sh = get(e, "shape");
+	if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) != t->ndim)
+		return false;
+	for (int i = 0; i < t->ndim; i++) {
+		const cJSON *x = cJSON_GetArrayItem(sh, i);
+		if (!cJSON_IsNumber(x) || x->valuedouble != (double)t->dims[i])
+			return false;
+	}
+	return true;
+}
+
+static bool io_matches(const cJSON *e, const RTensor *t)
+{
+	const cJSON *dt = get(e, "dtype");
+	return cJSON_IsString(dt) && !strcmp(dt->valuestring, manifest_io_dtype(t->dtype)) && io_shape_matches(e, t);
+}
+
+/* Every --input through the one .npy reader, checked against the manifest;
+ * one note per input holding NaN or Inf. */
+static int load_inputs(const char *dir, const cJSON *man, const SimArgs *a, RTensor *ts, Diag *d)
+{
+	for (int i = 0; i < a->nin; i++) {
+		const SimBind *b = &a->in[i];
+		const cJSON *e = io_entry(man, "inputs", b->name);
+		if (!e)
+			return diag_fail(d, "%s/manifest.json: the module has no input '%s'", dir, b->name);
+		if (npy_read(b->file, &ts[i], d) != WL_OK) {
+			diag_prefix(d, "input '%s': ", b->name);
+			return WL_ERR;
+		}
+		char got[256], want[256];
+		if (!io_matches(e, &ts[i]))
+			return diag_fail(d, "%s: input '%s' is %s, the module expects %s", b->file, b->name,
+			                 rt_describe(&ts[i], got, sizeof got), io_describe(e, want, sizeof want));
+		char note[512];
+		if (rt_nonfinite_note(&ts[i], b->name, b->file, note, sizeof note))
+			fprintf(stderr, "wlower sim: note: %s\n", note);
+	}
+	return WL_OK;
+}
+
+/* Every --compare: a module output, a readable .npy (compared after the run). */
+static int load_compares(const char *dir, const cJSON *man, const SimArgs *a, RTensor *ts, Diag *d)
+{
+	for (int i = 0; i < a->ncmp; i++) {
+		const SimBind *b = &a->cmp[i];
+		const cJSON *e = io_entry(man, "outputs", b->name);
+		if (!e)
+			return diag_fail(d, "%s/manifest.json: --compare %s: the module has no output '%s'", dir, b->name,
+			                 b->name);
+		if (npy_read(b->file, &ts[i], d) != WL_OK) {
+			diag_prefix(d, "--compare %s: ", b->name);
+			return WL_ERR;
+		}
+		char got[256], want[256];
+		if (!io_shape_matches(e, &ts[i]))
+			return diag_fail(d, "%s: --compare %s: the reference is %s, the output is %s", b->file, b->name,
+			                 rt_describe(&ts[i], got, sizeof got), io_describe(e, want, sizeof want));
+	}
+	return WL_OK;
+}
+
+/* OUT/<name>.npy with the output-name rule of the runner (ccl/runner.cpp:
+ * '/' and ':' become '_'). */
+static char *out_file(const char *dir, const char *name)
+{
+	size_t n = strlen(name), len = strlen(dir) + n + 8;
+	char *p = malloc(len);
+	if (!p)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	int k = snprintf(p, len, "%s/", dir);
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		p[k++] = c == '/' || c == ':' ? '_' : c;
+	}
+	memcpy(p + k, ".npy", 5);
+	return p;
+}
+
+/* Two outputs mapping to one file name: an error before any work. */
+static int check_output_names(const cJSON *man, const char *outdir, Diag *d)
+{
+	const cJSON *outs = get(cJSON_GetArrayItem(get(man, "programs"), 0), "outputs");
+	int n = cJSON_GetArraySize(outs), rc = WL_OK;
+	char **paths = calloc((size_t)n + 1, sizeof *paths);
+	if (!paths)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (int i = 0; i < n && rc == WL_OK; i++) {
+		const cJSON *nm = get(cJSON_GetArrayItem(outs, i), "name");
+		const char *name = cJSON_IsString(nm) ? nm->valuestring : "";
+		paths[i] = out_file(outdir, name);
+		for (int k = 0; k < i && rc == WL_OK; k++)
+			if (!strcmp(paths[k], paths[i]))
+				rc = diag_fail(d, "outputs '%s' and '%s' both map to the file %s",
+				               get(cJSON_GetArrayItem(outs, k), "name")->valuestring, name, paths[i]);
+	}
+	for (int i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+	return rc;
+}
+
+/* TMP/.input<i>.raw: the input's bytes, as the runner reads them. */
+static char *raw_input_path(const char *tmp, int i)
+{
+	size_t n = strlen(tmp) + 32;
+	char *p = malloc(n);
+	if (!p)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	snprintf(p, n, "%s/.input%d.raw", tmp, i);
+	return p;
+}
+
+static int write_raw_inputs(const char *tmp, const SimArgs *a, const RTensor *ts, Diag *d)
+{
+	for (int i = 0; i < a->nin; i++) {
+		char *path = raw_input_path(tmp, i);
+		AtomicFile af;
+		int rc = atomic_open(&af, path, d);
+		if (rc == WL_OK) {
+			if (ts[i].nbytes && fwrite(ts[i].data, 1, ts[i].nbytes, af.f) != ts[i].nbytes) {
+				int e = errno;
+				atomic_abort(&af);
+				rc = diag_fail(d, "%s: write failed: %s", path, strerror(e));
+			} else {
+				rc = atomic_commit(&af, d);
+			}
+		}
+		free(path);
+		if (rc != WL_OK)
+			return WL_ERR;
+	}
+	return WL_OK;
+}
+
+static void remove_raw_inputs(const char *tmp, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char *path = raw_input_path(tmp, i);
+		unlink(path);
+		free(path);
+	}
+}
+
 /* ---------------------------------------------------------------- running module_sim */
 
 static void draw_bar(long i, long n)
@@ -200,7 +381,7 @@ static void draw_bar(long i, long n)
 
 /* Runs module_sim; its stderr is kept for the error message, its stdout
  * `progress I N` lines drive the bar. */
-static int run_module(const char *exe, const SimArgs *a, const char *counters, Diag *d)
+static int run_module(const char *exe, const SimArgs *a, const char *outdir, const char *counters, Diag *d)
 {
 	int nargv = 8 + 2 * a->nin;
 	char **argv = calloc((size_t)nargv + 1, sizeof *argv), **ins = calloc((size_t)a->nin + 1, sizeof *ins);
@@ -210,14 +391,18 @@ static int run_module(const char *exe, const SimArgs *a, const char *counters, D
 	argv[k++] = (char *)exe;
 	argv[k++] = (char *)a->dir;
 	for (int i = 0; i < a->nin; i++) {
-		size_t n = strlen(a->in[i].name) + strlen(a->in[i].file) + 2;
+		char *raw = raw_input_path(outdir, i);
+		size_t n = strlen(a->in[i].name) + strlen(raw) + 2;
 		ins[i] = malloc(n);
-		snprintf(ins[i], n, "%s=%s", a->in[i].name, a->in[i].file);
+		if (!ins[i])
+			wl_die(__FILE__, __LINE__, "out of memory");
+		snprintf(ins[i], n, "%s=%s", a->in[i].name, raw);
+		free(raw);
 		argv[k++] = "--input";
 		argv[k++] = ins[i];
 	}
 	argv[k++] = "--output-dir";
-	argv[k++] = (char *)a->outdir;
+	argv[k++] = (char *)outdir;
 	argv[k++] = "--counters";
 	argv[k++] = (char *)counters;
 	argv[k++] = "--progress";
@@ -234,9 +419,14 @@ static int run_module(const char *exe, const SimArgs *a, const char *counters, D
 	posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
 	posix_spawn_file_actions_addclose(&fa, po[1]);
 	posix_spawn_file_actions_addclose(&fa, pe[1]);
+	posix_spawnattr_t sa;
+	sim_spawnattr_init(&sa);
 	pid_t pid;
-	int rc = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
+	int rc = posix_spawn(&pid, exe, &fa, &sa, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&sa);
+	if (rc == 0)
+		tmp_child_add(pid);
 	close(po[1]);
 	close(pe[1]);
 	for (int i = 0; i < a->nin; i++)
@@ -300,6 +490,7 @@ static int run_module(const char *exe, const SimArgs *a, const char *counters, D
 	int st;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
+	tmp_child_remove(pid);
 	if (drawn)
 		fprintf(stderr, "\n");
 	err[strcspn(err, "\n")] = 0;
@@ -370,35 +561,18 @@ out:
 	return rc;
 }
 
-/* OUT/<name>.npy with the output-name rule of the runner (ccl/runner.cpp:
- * '/' and ':' become '_'). */
-static char *out_file(const char *dir, const char *name)
-{
-	size_t n = strlen(name), len = strlen(dir) + n + 8;
-	char *p = malloc(len);
-	if (!p)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	int k = snprintf(p, len, "%s/", dir);
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-		p[k++] = c == '/' || c == ':' ? '_' : c;
-	}
-	memcpy(p + k, ".npy", 5);
-	return p;
-}
-
-static int compare_output(const char *outdir, const SimBind *b, SimCompare *c, Diag *d)
+static int compare_output(const char *outdir, const SimBind *b, const RTensor *ref, SimCompare *c, Diag *d)
 {
 	char *got_path = out_file(outdir, b->name);
-	RTensor ref = {0}, got = {0};
+	RTensor got = {0};
 	int rc = WL_OK;
 	if (access(got_path, R_OK) != 0)
 		rc = diag_fail(d, "--compare %s: the module wrote no output '%s' (%s missing)", b->name, b->name, got_path);
-	else if (npy_read(b->file, &ref, d) != WL_OK || npy_read(got_path, &got, d) != WL_OK)
+	else if (npy_read(got_path, &got, d) != WL_OK)
 		rc = WL_ERR;
 	else {
 		RtMetrics m;
-		if (rt_metrics(&ref, &got, &m, d) != WL_OK) {
+		if (rt_metrics(ref, &got, &m, d) != WL_OK) {
 			diag_prefix(d, "--compare %s: %s: ", b->name, b->file);
 			rc = WL_ERR;
 		} else {
@@ -408,7 +582,6 @@ static int compare_output(const char *outdir, const SimBind *b, SimCompare *c, D
 			c->max_abs = m.max_abs;
 		}
 	}
-	rt_free(&ref);
 	rt_free(&got);
 	free(got_path);
 	return rc;
@@ -463,72 +636,110 @@ static void print_calibration(const SimSchedule *s)
 	cost_result_free(&r);
 }
 
+/* The report on stdout (checked: a report that could not be written fails
+ * the command before OUT is committed). */
+static int print_all(const SimArgs *a, const cJSON *man, const SimSchedule *s, SimReport *rep, Diag *d)
+{
+	const cJSON *model = get(man, "model");
+	const char *mname = cJSON_IsString(model) && *model->valuestring ? model->valuestring : a->dir;
+	const char *slash = strrchr(mname, '/');
+	rep->module = slash && slash[1] ? slash + 1 : mname;
+	for (int i = 0; i < s->nk; i++) {
+		rep->macs += s->k[i].macs;
+		for (int c = 0; c < s->k[i].ncores; c++) {
+			rep->ext_read += s->k[i].core[c].ext_read;
+			rep->ext_write += s->k[i].core[c].ext_write;
+		}
+	}
+	sim_print_report(stdout, rep);
+	sim_print_bars(stdout, rep);
+	if (a->calibrate)
+		print_calibration(s);
+	return stdout_check(d);
+}
+
+/* Everything read and checked before any work (see the top of the file). */
+static int check_all(const SimArgs *a, cJSON **man, SimSchedule *s, RTensor *in, RTensor *ref, Diag *d)
+{
+	if (manifest_read(a->dir, man, d) != WL_OK || check_files(a->dir, *man, d) != WL_OK ||
+	    sim_schedule_read(a->dir, s, d) != WL_OK)
+		return WL_ERR;
+	if (a->cost_only)
+		return WL_OK;
+	if (check_inputs(a->dir, *man, a, d) != WL_OK || load_inputs(a->dir, *man, a, in, d) != WL_OK ||
+	    load_compares(a->dir, *man, a, ref, d) != WL_OK || check_output_names(*man, a->outdir, d) != WL_OK)
+		return WL_ERR;
+	return WL_OK;
+}
+
+/* Build, run, counters, comparisons: into od->tmp. */
+static int simulate(const SimArgs *a, const SimSchedule *s, const OutputDir *od, const RTensor *in,
+                    const RTensor *ref, SimCompare *cmp, Diag *d)
+{
+	size_t n = strlen(od->tmp) + 16;
+	char *counters = malloc(n), *exe = NULL;
+	if (!counters)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	snprintf(counters, n, "%s/counters.json", od->tmp);
+	int rc = WL_ERR;
+	if (write_raw_inputs(od->tmp, a, in, d) != WL_OK || sim_build(a->dir, a->quiet, &exe, d) != WL_OK ||
+	    run_module(exe, a, od->tmp, counters, d) != WL_OK || check_counters(counters, s, d) != WL_OK)
+		goto out;
+	remove_raw_inputs(od->tmp, a->nin);
+	for (int i = 0; i < a->ncmp; i++)
+		if (compare_output(od->tmp, &a->cmp[i], &ref[i], &cmp[i], d) != WL_OK)
+			goto out;
+	rc = WL_OK;
+out:
+	free(exe);
+	free(counters);
+	return rc;
+}
+
 /* The whole of `wlower sim` after its options: WL_OK or WL_ERR + Diag. */
 int sim_run(const SimArgs *ap, Diag *dg)
 {
-	const SimArgs *a_ = ap;
-	SimArgs a = *a_;
+	const SimArgs *a = ap;
 	Diag d = {0};
 	cJSON *man = NULL;
 	SimSchedule s = {0};
-	char *exe = NULL, *counters = NULL;
-	SimCompare *cmp = calloc((size_t)a.ncmp + 1, sizeof *cmp);
+	SimCompare *cmp = calloc((size_t)a->ncmp + 1, sizeof *cmp);
+	RTensor *in = calloc((size_t)a->nin + 1, sizeof *in), *ref = calloc((size_t)a->ncmp + 1, sizeof *ref);
+	if (!cmp || !in || !ref)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	OutputDir od = {0};
 	CostResult r = {0};
 	bool have_r = false;
 	int status = WL_ERR;
-	if (manifest_read(a.dir, &man, &d) != WL_OK || check_files(a.dir, man, &d) != WL_OK ||
-	    sim_schedule_read(a.dir, &s, &d) != WL_OK)
+	if (check_all(a, &man, &s, in, ref, &d) != WL_OK || output_dir_begin(&od, a->outdir, &d) != WL_OK)
 		goto fail;
-	if (!a.cost_only && check_inputs(a.dir, man, &a, &d) != WL_OK)
+	if (!a->cost_only && simulate(a, &s, &od, in, ref, cmp, &d) != WL_OK)
 		goto fail;
-	if (mkdir_p(a.outdir, &d) != WL_OK)
-		goto fail;
-	if (!a.cost_only) {
-		size_t n = strlen(a.outdir) + 16;
-		counters = malloc(n);
-		snprintf(counters, n, "%s/counters.json", a.outdir);
-		if (sim_build(a.dir, a.quiet, &exe, &d) != WL_OK || run_module(exe, &a, counters, &d) != WL_OK ||
-		    check_counters(counters, &s, &d) != WL_OK)
-			goto fail;
-		for (int i = 0; i < a.ncmp; i++)
-			if (compare_output(a.outdir, &a.cmp[i], &cmp[i], &d) != WL_OK)
-				goto fail;
-	}
 	cost_model(&s.cfg, &cost_default_params, s.k, s.nk, &r);
 	have_r = true;
-	SimReport rep = {.dir = a.dir, .s = &s, .r = &r, .cmp = cmp, .ncmp = a.cost_only ? 0 : a.ncmp};
-	const cJSON *model = get(man, "model");
-	const char *mname = cJSON_IsString(model) && *model->valuestring ? model->valuestring : a.dir;
-	const char *slash = strrchr(mname, '/');
-	rep.module = slash && slash[1] ? slash + 1 : mname;
-	for (int i = 0; i < s.nk; i++) {
-		rep.macs += s.k[i].macs;
-		for (int c = 0; c < s.k[i].ncores; c++) {
-			rep.ext_read += s.k[i].core[c].ext_read;
-			rep.ext_write += s.k[i].core[c].ext_write;
-		}
-	}
-	sim_print_report(stdout, &rep);
-	sim_print_bars(stdout, &rep);
-	if (a.calibrate)
-		print_calibration(&s);
-	fflush(stdout);
-	if (sim_write_profiles(a.outdir, &rep, &d) != WL_OK)
+	SimReport rep = {.dir = a->dir, .s = &s, .r = &r, .cmp = cmp, .ncmp = a->cost_only ? 0 : a->ncmp};
+	if (print_all(a, man, &s, &rep, &d) != WL_OK || sim_write_profiles(od.tmp, &rep, &d) != WL_OK ||
+	    output_dir_commit(&od, &d) != WL_OK)
 		goto fail;
 	status = WL_OK;
 	goto done;
 fail:
 	fflush(stdout);
+	output_dir_abort(&od, &d);
 	*dg = d;
 done:
 	if (have_r)
 		cost_result_free(&r);
-	for (int i = 0; i < a.ncmp; i++)
+	for (int i = 0; i < a->ncmp; i++) {
 		free(cmp[i].name);
+		rt_free(&ref[i]);
+	}
+	for (int i = 0; i < a->nin; i++)
+		rt_free(&in[i]);
 	free(cmp);
+	free(in);
+	free(ref);
 	sim_schedule_free(&s);
 	cJSON_Delete(man);
-	free(exe);
-	free(counters);
 	return status;
 }

@@ -10,6 +10,7 @@
 #ifndef WLOWER_SIM_H
 #define WLOWER_SIM_H
 
+#include <spawn.h>
 #include "targets/chimera/chimera.h"
 
 /* The options of `wlower sim` (compiler/driver/cmd_sim.c parses them). */
@@ -44,7 +45,9 @@ const char *sim_ccl_dir(void);
  * *exe is the malloc'ed path of module_sim. Prints "building module ..."
  * on stderr unless quiet. */
 int sim_build(const char *dir, bool quiet, char **exe, Diag *d);
-/* mkdir -p */
+/* Attributes of every child process: SIGPIPE back to its default (wlower
+ * ignores it, compiler/ir/fileutil.h) and the other signals unblocked. */
+void sim_spawnattr_init(posix_spawnattr_t *sa);
 
 /* ---------------------------------------------------------------- report.c */
 typedef struct SimCompare {

@@ -1,5 +1,6 @@
-// Test fixture: a minimal module_sim runner (float32 .npy in/out, fixed-point
+// Test fixture: a minimal module_sim runner (raw float32 in, .npy out, fixed-point
 // or float32 formats) following the runner contract of the CCL library.
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,19 +11,15 @@
 
 static void die(const std::string &m) { fprintf(stderr, "module_sim: %s\n", m.c_str()); exit(1); }
 
-static std::vector<float> read_npy(const std::string &path, long long n)
+// An input as wlower sim hands it over: raw float32 bytes, exact size.
+static std::vector<float> read_raw(const std::string &path, long long n)
 {
 	FILE *f = fopen(path.c_str(), "rb");
 	if (!f) die(path + ": cannot open");
-	unsigned char pre[10];
-	if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6)) die(path + ": not a .npy file");
-	size_t hl = pre[8] | (pre[9] << 8);
-	std::string h(hl, ' ');
-	if (fread(&h[0], 1, hl, f) != hl) die(path + ": truncated");
-	if (h.find("'<f4'") == std::string::npos) die(path + ": expected float32");
-	std::vector<float> v(n);
-	if (fread(v.data(), 4, n, f) != (size_t)n) die(path + ": wrong number of elements");
+	std::vector<float> v(n + 1);
+	if (fread(v.data(), 4, n + 1, f) != (size_t)n) die(path + ": wrong number of elements");
 	fclose(f);
+	v.resize(n);
 	return v;
 }
 
@@ -37,11 +34,11 @@ static void write_npy(const std::string &path, const float *v, const ccl::IO &io
 	FILE *f = fopen(path.c_str(), "wb");
 	if (!f) die(path + ": cannot write");
 	unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(h.size() & 255), (unsigned char)(h.size() >> 8)};
-	fwrite(pre, 1, 10, f);
-	fwrite(h.data(), 1, h.size(), f);
 	long long n = io.bytes / 4;
-	fwrite(v, 4, n, f);
-	fclose(f);
+	bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(h.data(), 1, h.size(), f) == h.size() &&
+	          fwrite(v, 4, n, f) == (size_t)n && fflush(f) == 0;
+	int e = errno;
+	if (fclose(f) != 0 || !ok) die(path + ": cannot write: " + strerror(e ? e : errno));
 }
 
 int main(int argc, char **argv)
@@ -71,7 +68,7 @@ int main(int argc, char **argv)
 		std::string file;
 		for (auto &b : ins) if (b.first == io.name) file = b.second;
 		if (file.empty()) die(std::string("input '") + io.name + "' not given");
-		std::vector<float> v = read_npy(file, io.bytes / 4);
+		std::vector<float> v = read_raw(file, io.bytes / 4);
 		uint8_t *base = (io.mem == ccl::MEM_OCM ? c.ocm : c.ddr) + io.off;
 		for (size_t k = 0; k < v.size(); k++) {
 			if (io.fmt == ccl::F32) { memcpy(base + 4 * k, &v[k], 4); continue; }
@@ -106,7 +103,8 @@ int main(int argc, char **argv)
 	}
 	FILE *cf = fopen(counters.c_str(), "w");
 	if (!cf) die(counters + ": cannot write");
-	fputs(js.c_str(), cf);
-	fclose(cf);
+	bool ok = fputs(js.c_str(), cf) >= 0 && fflush(cf) == 0;
+	int e = errno;
+	if (fclose(cf) != 0 || !ok) die(counters + ": cannot write: " + strerror(e ? e : errno));
 	return 0;
 }
