@@ -20,7 +20,8 @@
  *         allocated once by the runtime (intermediates live here at offsets
  *         fixed at compile time; no allocation inside run).
  *
- * Kernel functions: one LLVM function per node, internal linkage, signature
+ * Kernel functions: one LLVM function per distinct kernel (nodes with the
+ * same key share it: hg_share.c), internal linkage, signature
  *   void kN(const WlHostApi *api, void *const *args)
  * args: the node's inputs (node input order; absent optional → NULL;
  * initializers point into weights), then its outputs, then one scratch
@@ -197,6 +198,16 @@ int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_argmax(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_layernorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_rmsnorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+
+/* hg_share.c: nodes with the same kernel key (op, attributes, input and
+ * output types, absent/initializer inputs, scratch bytes) share one kernel
+ * function. A generator must read nothing else of its node (no names, no
+ * initializer data), or add it to the key there. */
+typedef struct HgShare HgShare;
+HgShare *hg_share_new(void);
+void hg_share_free(HgShare *c);
+LLVMValueRef hg_share_find(HgShare *c, const Node *n, uint64_t scratch);   /* NULL: none yet */
+void hg_share_add(HgShare *c, const Node *n, uint64_t scratch, LLVMValueRef fn);
 
 /* cpus.c: the --cpu names of --target host (64-bit x86 processors of LLVM
  * 19, and "native"); host_cpu_list prints them, a few per line. */
