@@ -231,6 +231,8 @@ int si_infer_shape_op(SI *s, Node *n)
 		return si_set_out(s, n, 0, e0, &o);
 	}
 	case OP_GatherElements:
+		if (a.r >= 0 && si_naxis(s, n, attr_int(n, "axis", 0), a.r, 0, &ax))
+			return WL_ERR;
 		ish(n, 1, &o);
 		return si_set_out(s, n, 0, e0, &o);
 	case OP_GatherND: {
