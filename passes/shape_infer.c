@@ -168,6 +168,9 @@ int si_set_out(SI *s, Node *n, int slot, int elem, const Sh *sh)
 		nt.dims = arena_alloc(s->m->arena, (size_t)(res.r ? res.r : 1) * sizeof *nt.dims);
 		for (int i = 0; i < res.r; i++)
 			nt.dims[i] = res.d[i];
+		if (type_shape_known(&nt) && type_numel(&nt) < 0)
+			return si_fail(s, n, "output '%s' would have shape %s: more than 2^63 elements", v->name,
+			               si_fsh(&res));
 	}
 	if (!type_equal(&nt, t)) {
 		*t = nt;
