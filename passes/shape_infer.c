@@ -456,7 +456,7 @@ static int infer_node(SI *s, Node *n)
 	case OP_Abs: case OP_Exp: case OP_Log: case OP_Cos: case OP_Sin: case OP_Floor: case OP_Ceil:
 	case OP_Round: case OP_Relu: case OP_LeakyRelu: case OP_Softplus: case OP_Clip:
 	case OP_Identity: case OP_Trilu: case OP_CumSum:
-	case OP_ScatterND: case OP_BatchNormalization: case OP_MsGelu: case OP_MsFastGelu:
+	case OP_ScatterND: case OP_BatchNormalization: case OP_Gelu: case OP_MsGelu: case OP_MsFastGelu:
 	case OP_MsRotaryEmbedding: case OP_WlGelu: case OP_WlSiLU: case OP_WlRMSNorm:
 		return si_set_out(s, n, 0, e0, &a);
 	case OP_Softmax: case OP_LogSoftmax: case OP_Hardmax:
