@@ -168,6 +168,9 @@ int si_set_out(SI *s, Node *n, int slot, int elem, const Sh *sh)
 		nt.dims = arena_alloc(s->m->arena, (size_t)(res.r ? res.r : 1) * sizeof *nt.dims);
 		for (int i = 0; i < res.r; i++)
 			nt.dims[i] = res.d[i];
+		if (type_shape_known(&nt) && type_numel(&nt) < 0)
+			return si_fail(s, n, "output '%s' would have shape %s: more than 2^63 elements", v->name,
+			               si_fsh(&res));
 	}
 	if (!type_equal(&nt, t)) {
 		*t = nt;
@@ -452,9 +455,14 @@ static int infer_node(SI *s, Node *n)
 	case OP_Sqrt: case OP_Reciprocal: case OP_Erf: case OP_Tanh: case OP_Sigmoid: case OP_Neg:
 	case OP_Abs: case OP_Exp: case OP_Log: case OP_Cos: case OP_Sin: case OP_Floor: case OP_Ceil:
 	case OP_Round: case OP_Relu: case OP_LeakyRelu: case OP_Softplus: case OP_Clip:
-	case OP_Identity: case OP_Softmax: case OP_LogSoftmax: case OP_Trilu: case OP_CumSum:
-	case OP_ScatterND: case OP_BatchNormalization: case OP_MsGelu: case OP_MsFastGelu:
+	case OP_Identity: case OP_Trilu: case OP_CumSum:
+	case OP_ScatterND: case OP_BatchNormalization: case OP_Gelu: case OP_MsGelu: case OP_MsFastGelu:
 	case OP_MsRotaryEmbedding: case OP_WlGelu: case OP_WlSiLU: case OP_WlRMSNorm:
+		return si_set_out(s, n, 0, e0, &a);
+	case OP_Softmax: case OP_LogSoftmax: case OP_Hardmax:
+		/* the default (1 before opset 13, -1 since) is valid for any rank >= 2 */
+		if (a.r >= 0 && node_attr(n, "axis") && si_naxis(s, n, attr_int(n, "axis", -1), a.r, 0, &ax))
+			return WL_ERR;
 		return si_set_out(s, n, 0, e0, &a);
 	case OP_Not: case OP_IsNaN: case OP_IsInf:
 		return si_set_out(s, n, 0, DT_BOOL, &a);

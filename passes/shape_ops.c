@@ -128,13 +128,15 @@ static int infer_reshape(SI *s, Node *n, const Sh *a, Sh *o)
 	int nin = 0, nout = 0, rin = 0, rout = 0;
 	bool unk = false;
 	for (int i = 0; i < a->r; i++)
-		if (known(a->d[i])) pin *= a->d[i].value;
+		if (known(a->d[i])) unk |= !wl_mul_i64(pin, a->d[i].value, &pin);
 		else if (a->d[i].kind == DIM_PARAM) sin[nin++] = a->d[i].param;
 		else unk = true;
 	for (int i = 0; i < o->r; i++)
 		if (i == neg) continue;
-		else if (known(o->d[i])) pout *= o->d[i].value;
-		else if (o->d[i].kind == DIM_PARAM) sout[nout++] = o->d[i].param;
+		else if (known(o->d[i])) {
+			if (!wl_mul_i64(pout, o->d[i].value, &pout))
+				return si_fail(s, n, "shape '%s' has more than 2^63 elements", iname(n, 1));
+		} else if (o->d[i].kind == DIM_PARAM) sout[nout++] = o->d[i].param;
 		else unk = true;
 	if (unk)
 		return WL_OK;
@@ -231,6 +233,8 @@ int si_infer_shape_op(SI *s, Node *n)
 		return si_set_out(s, n, 0, e0, &o);
 	}
 	case OP_GatherElements:
+		if (a.r >= 0 && si_naxis(s, n, attr_int(n, "axis", 0), a.r, 0, &ax))
+			return WL_ERR;
 		ish(n, 1, &o);
 		return si_set_out(s, n, 0, e0, &o);
 	case OP_GatherND: {

@@ -161,6 +161,19 @@ static int read_bound(const char *path, const char *tensor, const cJSON *o, cons
 	return WL_OK;
 }
 
+/* only white space may follow the JSON value (cJSON stops after it) */
+static int trailing(const char *path, const char *buf, size_t len, const char *end, Diag *d)
+{
+	const char *p = end && end >= buf && end <= buf + len ? end : buf + len;
+	while (p < buf + len && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	if (p == buf + len)
+		return WL_OK;
+	int line, col;
+	line_col(buf, (size_t)(p - buf), &line, &col);
+	return diag_fail(d, "%s:%d:%d: text after the JSON object", path, line, col);
+}
+
 static int parse(const char *path, const char *buf, size_t len, TRanges **out, Diag *d)
 {
 	const char *end = NULL;
@@ -173,6 +186,8 @@ static int parse(const char *path, const char *buf, size_t len, TRanges **out, D
 	}
 	int rc = WL_ERR;
 	TRanges *tr = NULL;
+	if (trailing(path, buf, len, end, d) != WL_OK)
+		goto out;
 	if (!cJSON_IsObject(root)) {
 		diag_fail(d, "%s: not a tranges file (the top level is not a JSON object)", path);
 		goto out;

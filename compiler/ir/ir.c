@@ -423,7 +423,8 @@ int64_t tensor_numel(const Tensor *t)
 {
 	int64_t n = 1;
 	for (int i = 0; i < t->ndim; i++)
-		n *= t->dims[i];
+		if (!wl_mul_i64(n, t->dims[i], &n))
+			return -1;
 	return n;
 }
 
@@ -578,6 +579,7 @@ int64_t type_numel(const Type *t)
 		return -1;
 	int64_t n = 1;
 	for (int i = 0; i < t->rank; i++)
-		n *= t->dims[i].value;
+		if (!wl_mul_i64(n, t->dims[i].value, &n))
+			return -1;
 	return n;
 }

@@ -174,7 +174,17 @@ typedef struct Tensor {
 	KV *ext_extra; int n_ext_extra;  /* other external_data keys (checksum...) */
 	bool has_segment; int64_t seg_begin, seg_end;
 } Tensor;
-int64_t tensor_numel(const Tensor *t);
+/* Element counts are multiplied through wl_mul_i64 only: false (*out
+ * unchanged) when a * b overflows int64. */
+static inline bool wl_mul_i64(int64_t a, int64_t b, int64_t *out)
+{
+	int64_t r;
+	if (__builtin_mul_overflow(a, b, &r))
+		return false;
+	*out = r;
+	return true;
+}
+int64_t tensor_numel(const Tensor *t);           /* -1 if the count overflows int64 */
 
 typedef struct SparseTensor {
 	Tensor *values, *indices;
@@ -377,7 +387,7 @@ void type_set_tensor(Arena *a, Type *ty, int elem, int rank, const int64_t *dims
 Type type_copy(Arena *a, const Type *t);
 bool type_equal(const Type *a, const Type *b);
 bool type_shape_known(const Type *t);            /* tensor with every dim a value */
-int64_t type_numel(const Type *t);               /* -1 if unknown */
+int64_t type_numel(const Type *t);               /* -1 if unknown or it overflows int64 */
 
 /* Iteration helpers. */
 #define FOR_NODES(g, n) for (Node *n = (g)->first; n; n = n->next)

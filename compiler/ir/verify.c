@@ -18,8 +18,15 @@ typedef struct V {
 	Module *m;
 	Diag *d;
 	unsigned char *seen;   /* by Value.id: defined so far in a walk */
+	int *edges;            /* by Value.id: input edges counted so far (values with many users) */
 	int nseen;
 } V;
+
+/* A value read by few nodes has each edge looked up in its use list; one read
+ * by more (a shared weight, a chain's constant) has its edges counted and the
+ * count compared with its use list at the end of its graph, so the check stays
+ * linear in the number of edges. */
+enum { FEW_USERS = 8 };
 
 static const char *nname(const Node *n)
 {
@@ -61,6 +68,46 @@ static int check_type(V *vf, Graph *g, Value *v)
 	return WL_OK;
 }
 
+static bool has_use(const Value *v, const Node *n, int slot)
+{
+	for (int u = 0; u < v->nusers; u++)
+		if (v->users[u].node == n && v->users[u].slot == slot)
+			return true;
+	return false;
+}
+
+static int cmp_use(const void *a, const void *b)
+{
+	const Use *x = a, *y = b;
+	if (x->node != y->node)
+		return (uintptr_t)x->node < (uintptr_t)y->node ? -1 : 1;
+	return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+/* v has more than FEW_USERS users and every use is a real edge (checked by
+ * the caller): the list is exact iff it has no duplicate and as many entries
+ * as v has edges. */
+static int check_many_uses(V *vf, Value *v)
+{
+	Use *u = malloc((size_t)v->nusers * sizeof *u);
+	WL_ASSERT(u);
+	memcpy(u, v->users, (size_t)v->nusers * sizeof *u);
+	qsort(u, (size_t)v->nusers, sizeof *u, cmp_use);
+	int dup = -1;
+	for (int i = 1; i < v->nusers && dup < 0; i++)
+		if (!cmp_use(&u[i - 1], &u[i]))
+			dup = i;
+	Use first = dup >= 0 ? u[dup] : (Use){0};
+	free(u);
+	if (dup >= 0)
+		return diag_fail(vf->d, "%s: value '%s': use by node '%s' listed twice", vf->m->path, v->name,
+		                 nname(first.node));
+	if (vf->edges[v->id] != v->nusers)
+		return diag_fail(vf->d, "%s: value '%s': %d input edges but %d uses", vf->m->path, v->name,
+		                 vf->edges[v->id], v->nusers);
+	return WL_OK;
+}
+
 static int verify_node(V *vf, Graph *g, Node *n)
 {
 	const char *path = vf->m->path;
@@ -82,11 +129,11 @@ static int verify_node(V *vf, Graph *g, Node *n)
 		if (!defined(vf, v))
 			return diag_fail(vf->d, "%s: node '%s' (%s): input '%s' is used before it is defined",
 			                 path, nname(n), n->op_type, v->name);
-		bool found = false;
-		for (int u = 0; u < v->nusers; u++)
-			if (v->users[u].node == n && v->users[u].slot == i)
-				found = true;
-		if (!found)
+		if (v->nusers > FEW_USERS) {
+			vf->edges[v->id]++;
+			continue;
+		}
+		if (!has_use(v, n, i))
 			return diag_fail(vf->d, "%s: node '%s': input %d '%s' missing from its use list",
 			                 path, nname(n), i, v->name);
 	}
@@ -162,6 +209,8 @@ static int verify_graph(V *vf, Graph *g)
 				return diag_fail(vf->d, "%s: value '%s': stale use by node '%s'", path, v->name,
 				                 nname(us.node));
 		}
+		if (v->nusers > FEW_USERS && v->id < vf->nseen && check_many_uses(vf, v))
+			return WL_ERR;
 	}
 	return WL_OK;
 }
@@ -176,12 +225,14 @@ static int verify_function(V *vf, Function *f)
 
 int ir_verify(Module *m, Diag *d)
 {
-	V vf = {m, d, NULL, m->next_value_id};
+	V vf = {m, d, NULL, NULL, m->next_value_id};
 	vf.seen = calloc((size_t)vf.nseen + 1, 1);
-	WL_ASSERT(vf.seen);
+	vf.edges = calloc((size_t)vf.nseen + 1, sizeof *vf.edges);
+	WL_ASSERT(vf.seen && vf.edges);
 	int rc = verify_graph(&vf, m->graph);
 	for (int i = 0; rc == WL_OK && i < m->nfuncs; i++)
 		rc = verify_function(&vf, m->funcs[i]);
 	free(vf.seen);
+	free(vf.edges);
 	return rc;
 }

@@ -6,6 +6,7 @@
  *   onnx_export.c  Module → ModelProto file (temporary name, then rename)
  *   text_parse.c   ONNX textual syntax (onnx docs/Syntax.md) → Module
  *   text_print.c   Module → ONNX textual syntax, stable order
+ *   validate.c     opset versions, attribute types, element counts (both readers)
  */
 #ifndef WLOWER_ONNX_H
 #define WLOWER_ONNX_H
@@ -23,6 +24,14 @@ int onnx_import_file(const char *path, Module **out, Diag *d);
  * the Module; `path` is used for messages and to resolve external data
  * (may be NULL: external data is then an error). */
 int onnx_import_buffer(const void *buf, size_t len, const char *path, Module **out, Diag *d);
+
+/* The newest default-domain (ai.onnx) opset this build knows. */
+#define ONNX_OPSET_MAX 26
+#define ONNX_OPSET_MAX_RELEASE "ONNX 1.21"
+/* Checks an imported model (validate.c): opset versions, attribute types
+ * against the op's schema, declared shapes whose element count overflows.
+ * Both readers call it; one line naming the file, node and attribute/tensor. */
+int onnx_validate(Module *m, Diag *d);
 
 /* Reads .onnx or .onnxtxt by extension (.onnxtxt, .txt, .onnxtext → text). */
 int model_read(const char *path, Module **out, Diag *d);

@@ -22,6 +22,9 @@
  *
  * Bad input never crashes: pb_check() bounds nesting before protobuf-c sees
  * anything, and every size and count is checked against the bytes present.
+ * Subgraphs (If/Loop/Scan bodies) may nest MAX_SUBGRAPH_DEPTH deep: a wire
+ * walk (deep_graph) names the first node past that before anything is
+ * unpacked, so a deep model gets that message, not "malformed protobuf".
  */
 #include <errno.h>
 #include <limits.h>
@@ -37,7 +40,11 @@
 #error "onnx_import.c assumes a little-endian host (ONNX raw_data layout)"
 #endif
 
-enum { MAX_NESTING = 100 };     /* protobuf message nesting accepted */
+enum { MAX_SUBGRAPH_DEPTH = 64 };   /* graph attributes nested in each other */
+/* protobuf message nesting accepted: a subgraph level is three messages
+ * (NodeProto, AttributeProto, GraphProto), plus ModelProto and the types
+ * inside the innermost graph */
+enum { MAX_NESTING = 3 * MAX_SUBGRAPH_DEPTH + 32 };
 
 typedef struct ExtFile {
 	char *location;
@@ -444,9 +451,8 @@ checked_numel(Imp *im, const char *name, size_t ndim, const int64_t *dims, int64
 	for (size_t i = 0; i < ndim; i++) {
 		if (dims[i] < 0)
 			return fail(im, "tensor '%s': negative dimension %lld", name, (long long)dims[i]);
-		if (dims[i] && n > ((int64_t)1 << 55) / dims[i])
+		if (!wl_mul_i64(n, dims[i], &n) || n > (int64_t)1 << 55)
 			return fail(im, "tensor '%s': too many elements", name);
-		n *= dims[i];
 	}
 	*out = n;
 	return WL_OK;
@@ -1242,6 +1248,89 @@ import_model_fields(Imp *im, const Onnx__ModelProto *mp)
 	return WL_OK;
 }
 
+/* ---------------------------------------------------------------- nesting */
+
+/* The first node (name, op_type, index in its graph) whose graph attribute
+ * nests deeper than MAX_SUBGRAPH_DEPTH, found on the wire; malformed bytes
+ * end the walk (pb_check reports them). Recursion is bounded by the limit. */
+typedef struct Deep { ProtobufCBinaryData name, op; size_t idx; bool found; } Deep;
+
+static bool deep_graph(const uint8_t *p, size_t len, int depth, int node_field, Deep *dp);
+
+/* node p sits in a graph at nesting `depth` (main graph: 0) */
+static bool
+deep_node(const uint8_t *p, size_t len, int depth, size_t idx, Deep *dp)
+{
+	PbReader r;
+	PbField f;
+
+	pb_init(&r, p, len);
+	while (pb_next(&r, &f) > 0) {
+		if (f.num != 5 || f.wt != PB_LEN)
+			continue;
+		PbReader ra;
+		PbField fa;
+		pb_init(&ra, f.data, f.len);
+		while (pb_next(&ra, &fa) > 0) {
+			if ((fa.num != 6 && fa.num != 11) || fa.wt != PB_LEN)
+				continue;
+			if (depth + 1 > MAX_SUBGRAPH_DEPTH) {
+				*dp = (Deep){{0, NULL}, {0, NULL}, idx, true};
+				pb_init(&r, p, len);
+				while (pb_next(&r, &f) > 0)
+					if (f.num == 3 && f.wt == PB_LEN)
+						dp->name = (ProtobufCBinaryData){f.len, (uint8_t *)f.data};
+					else if (f.num == 4 && f.wt == PB_LEN)
+						dp->op = (ProtobufCBinaryData){f.len, (uint8_t *)f.data};
+				return true;
+			}
+			if (deep_graph(fa.data, fa.len, depth + 1, 1, dp))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* the nodes of a graph (field 1) or a function (field 7) at nesting depth */
+static bool
+deep_graph(const uint8_t *p, size_t len, int depth, int node_field, Deep *dp)
+{
+	PbReader r;
+	PbField f;
+	size_t idx = 0;
+
+	pb_init(&r, p, len);
+	while (pb_next(&r, &f) > 0)
+		if (f.num == (uint32_t)node_field && f.wt == PB_LEN && deep_node(f.data, f.len, depth, idx++, dp))
+			return true;
+	return false;
+}
+
+/* ModelProto: graph (7), functions (25) */
+static int
+check_subgraph_depth(Imp *im, const uint8_t *p, size_t len)
+{
+	PbReader r;
+	PbField f;
+	Deep dp = {0};
+	char nl[300];
+
+	pb_init(&r, p, len);
+	while (!dp.found && pb_next(&r, &f) > 0)
+		if (f.wt == PB_LEN && (f.num == 7 || f.num == 25))
+			deep_graph(f.data, f.len, 0, f.num == 7 ? 1 : 7, &dp);
+	if (!dp.found)
+		return WL_OK;
+	char name[256], op[128];
+	snprintf(name, sizeof name, "%.*s", (int)(dp.name.len < 255 ? dp.name.len : 255),
+	         dp.name.data ? (const char *)dp.name.data : "");
+	snprintf(op, sizeof op, "%.*s", (int)(dp.op.len < 127 ? dp.op.len : 127), dp.op.data ? (const char *)dp.op.data : "");
+	node_label(nl, sizeof nl, name, op, dp.idx);
+	if (*name)
+		return fail(im, "%s (%s): If/Loop nesting deeper than %d", nl, op, MAX_SUBGRAPH_DEPTH);
+	return fail(im, "%s: If/Loop nesting deeper than %d", nl, MAX_SUBGRAPH_DEPTH);
+}
+
 static int
 import_model(Imp *im, const uint8_t *p, size_t len)
 {
@@ -1254,8 +1343,13 @@ import_model(Imp *im, const uint8_t *p, size_t len)
 
 	if (len == 0)
 		return fail(im, "empty file");
-	if (pb_check(p, len, &onnx__model_proto__descriptor, MAX_NESTING) < 0)
+	int ck = pb_check(p, len, &onnx__model_proto__descriptor, MAX_NESTING);
+	if (ck == -1)
 		return fail(im, "not an ONNX model (malformed or truncated protobuf)");
+	if (check_subgraph_depth(im, p, len) != WL_OK)
+		return WL_ERR;
+	if (ck < 0)
+		return fail(im, "protobuf messages nested deeper than %d", MAX_NESTING);
 	pb_init(&r, p, len);
 	while ((k = pb_next(&r, &f)) > 0) {
 		if (f.num == 7 && f.wt == PB_LEN) {
@@ -1302,6 +1396,8 @@ import_impl(const void *buf, size_t len, const char *path, const MappedFile *own
 		module_add_mapping(im.m, own->addr, own->len);
 	im.m->graph = graph_new(im.m, NULL, NULL, "");
 	rc = import_model(&im, buf, len);
+	if (rc == WL_OK)
+		rc = onnx_validate(im.m, d);
 	for (int i = 0; i < im.next; i++)
 		free(im.ext[i].location);
 	free(im.ext);

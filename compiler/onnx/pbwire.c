@@ -177,7 +177,7 @@ check_rec(const uint8_t *buf, size_t len, const ProtobufCMessageDescriptor *desc
 	int rc;
 
 	if (depth_left <= 0)
-		return -1;
+		return -2;
 	pb_init(&r, buf, len);
 	while ((rc = pb_next(&r, &f)) > 0) {
 		const ProtobufCFieldDescriptor *fd =
@@ -186,8 +186,9 @@ check_rec(const uint8_t *buf, size_t len, const ProtobufCMessageDescriptor *desc
 			continue;
 		if (f.wt != PB_LEN)
 			return -1;
-		if (check_rec(f.data, f.len, fd->descriptor, depth_left - 1) < 0)
-			return -1;
+		int c = check_rec(f.data, f.len, fd->descriptor, depth_left - 1);
+		if (c < 0)
+			return c;
 	}
 	return rc;
 }

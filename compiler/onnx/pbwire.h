@@ -45,7 +45,8 @@ int pb_varint(const uint8_t **p, const uint8_t *end, uint64_t *out);
 /* Walks a message guided by a protobuf-c descriptor and checks that the
  * wire format is well formed at every level that the descriptor says is a
  * sub-message, and that messages nest at most `max_depth` deep. Run before
- * protobuf-c's unpack, whose recursion is unbounded. Returns 0 or -1. */
+ * protobuf-c's unpack, whose recursion is unbounded. Returns 0, -1
+ * (malformed) or -2 (well formed so far, but nested deeper than max_depth). */
 int pb_check(const void *buf, size_t len, const ProtobufCMessageDescriptor *desc,
              int max_depth);
 

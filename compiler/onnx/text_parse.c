@@ -1664,7 +1664,7 @@ int text_parse(const char *src, size_t len, const char *path, Module **out, Diag
 	P.d = d;
 	P.tok.kind = TK_EOF;
 	lex(&P, &P.tok, &P.prev);
-	if (parse_model(&P) != WL_OK || P.failed) {
+	if (parse_model(&P) != WL_OK || P.failed || onnx_validate(m, d) != WL_OK) {
 		if (!d || !d->set)
 			diag_fail(d, "%s: cannot parse", P.path);
 		module_free(m);

@@ -455,15 +455,28 @@ LLVMValueRef hg_const_i64s(HostGen *g, const int64_t *v, int n)
 	return gv;
 }
 
-LLVMValueRef hg_index_site(HostGen *g, const Node *n, const Value *ind, int64_t size, int flags)
+LLVMValueRef hg_index_site(HostGen *g, const Node *n, LLVMValueRef fn, const Value *ind, int64_t size, int flags)
 {
+	HgKfn *k = g->cur;
+	int input = -1;
+	for (int i = 0; i < n->ninputs && input < 0; i++)
+		if (n->inputs[i] == ind)
+			input = i;
+	WL_ASSERT(k && input >= 0 && k->nsites < HG_MAX_SITES);
+	k->site[k->nsites] = (HgSiteSpec){input, flags, size};
+	return hg_arg(g, fn, k->arg0 + k->nsites++);
+}
+
+LLVMValueRef hg_site_data(HostGen *g, const Node *n, const HgSiteSpec *s)
+{
+	const Value *ind = n->inputs[s->input];
 	int64_t dims[8];
 	int rank = ind->type.has_shape && ind->type.rank <= 8 ? ind->type.rank : 0;
 	for (int i = 0; i < rank; i++)
 		dims[i] = ind->type.dims[i].kind == DIM_VALUE ? ind->type.dims[i].value : 1;
 	LLVMValueRef f[7] = {hg_const_str(g, ind->name), hg_const_str(g, n->name), hg_const_str(g, n->op_type),
-	                     hg_const_i64s(g, dims, rank), hg_i64(g, size), hg_i32(g, rank),
-	                     hg_i32(g, flags | (ind->is_input ? INDEX_GRAPH_INPUT : 0))};
+	                     hg_const_i64s(g, dims, rank), hg_i64(g, s->size), hg_i32(g, rank),
+	                     hg_i32(g, s->flags | (ind->is_input ? INDEX_GRAPH_INPUT : 0))};
 	LLVMValueRef init = LLVMConstStructInContext(g->ctx, f, 7, 0);
 	LLVMValueRef gv = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "site");
 	LLVMSetInitializer(gv, init);

@@ -9,9 +9,10 @@
  * value is alive from its producer to its last reader, a node's scratch
  * during the node only, so bytes are reused once the last reader has run and
  * a node's outputs and scratch never overlap its inputs);
- * (3) one internal function per node (hg_kernels.c table) and the exported
- * `wl_module_run`, which fills an args array per node and calls the kernels
- * in order, and `wl_module_abi`; (4) verify, LLVMRunPasses("default<O3>") for
+ * (3) one internal function per distinct kernel (hg_kernels.c table; nodes
+ * with the same key share one, hg_share.c) and the exported `wl_module_run`,
+ * which walks a constant step table (kernel, argument locations) filling an
+ * args array per node and calling the kernels in order, and `wl_module_abi`; (4) verify, LLVMRunPasses("default<O3>") for
  * the TargetMachine of --cpu, --emit llvm-ir → module.ll, object emission,
  * `cc -shared` via posix_spawn; (5) manifest.json.
  */
@@ -189,26 +190,185 @@ static void sanitize(char *s)
 			*s = '_';
 }
 
-/* fills args for node n (index idx) and calls its kernel; returns its status */
-static LLVMValueRef emit_call(HostGen *g, Plan *p, const Node *n, int idx, LLVMValueRef fn, LLVMValueRef api, LLVMValueRef io,
-                      LLVMValueRef w, LLVMValueRef ws, LLVMValueRef args)
+/* ---------------------------------------------------------------- steps
+ *
+ * `wl_module_run` walks a constant step table instead of one call per node
+ * in its body (a 100,000-node graph would make one huge function for O3):
+ *   kfns[i]      the kernel function of node i (shared kernels repeat);
+ *   kfirst[i]    i32, its first entry in kargs; kfirst[nn] ends the last;
+ *   kargs[j]     i64, (offset << 3) | kind: 0 absent, 1 io slot, 2 weights
+ *                offset, 3 workspace offset (outputs and scratch live there),
+ *                4 kconsts entry;
+ *   kconsts[k]   pointers to node-specific constant data: the node's index
+ *                sites (WlIndexSite), which a shared kernel cannot embed;
+ *   knames       "NODE (OpType)" strings, NUL-separated; knoff[i] i32 offsets.
+ * `run_step(api, i, io, w, ws, args)` fills args from kargs, calls kfns[i]
+ * and returns its status. */
+enum { ARG_ABSENT, ARG_IO, ARG_WEIGHT, ARG_WORK, ARG_CONST, ARG_SHIFT = 3 };
+
+typedef struct Steps {
+	int64_t *args; int nargs, cap;
+	int32_t *first;     /* nn + 1 */
+	char *names; size_t nnames, capn;
+	int32_t *noff;      /* nn */
+	LLVMValueRef *consts; int nconsts, capc;
+} Steps;
+
+static int64_t arg_code(const Plan *p, const Value *v)
 {
-	const HgKernel *k = hg_kernel_find(n);
-	int a = 0;
-	for (int i = 0; i < n->ninputs; i++, a++) {
-		LLVMValueRef v = n->inputs[i] ? value_ptr(g, p, n->inputs[i], io, w, ws) : LLVMConstNull(g->t_ptr);
-		LLVMSetAlignment(LLVMBuildStore(g->b, v, hg_gep(g, g->t_ptr, args, hg_i64(g, a))), 8);
+	if (!v)
+		return ARG_ABSENT;
+	const Loc *l = &p->loc[v->id];
+	switch (l->kind) {
+	case LOC_IO: return (int64_t)l->index << ARG_SHIFT | ARG_IO;
+	case LOC_WEIGHT: return (int64_t)l->off << ARG_SHIFT | ARG_WEIGHT;
+	case LOC_WORK: return (int64_t)l->off << ARG_SHIFT | ARG_WORK;
+	default: WL_UNREACHABLE();
 	}
-	for (int i = 0; i < n->noutputs; i++, a++) {
-		LLVMValueRef v = n->outputs[i] ? value_ptr(g, p, n->outputs[i], io, w, ws) : LLVMConstNull(g->t_ptr);
-		LLVMSetAlignment(LLVMBuildStore(g->b, v, hg_gep(g, g->t_ptr, args, hg_i64(g, a))), 8);
+}
+
+static void push_arg(Steps *st, int64_t code)
+{
+	if (st->nargs == st->cap) {
+		st->cap = st->cap ? 2 * st->cap : 256;
+		st->args = realloc(st->args, (size_t)st->cap * sizeof *st->args);
+		WL_ASSERT(st->args);
 	}
-	if (k->scratch && k->scratch(g, n)) {
-		LLVMValueRef v = hg_gep(g, g->t_i8, ws, hg_i64(g, (int64_t)p->scratch_off[idx]));
-		LLVMSetAlignment(LLVMBuildStore(g->b, v, hg_gep(g, g->t_ptr, args, hg_i64(g, a))), 8);
+	st->args[st->nargs++] = code;
+}
+
+static void push_name(Steps *st, int idx, const Node *n)
+{
+	char buf[512];
+	int len = snprintf(buf, sizeof buf, "%s (%s)", n->name && *n->name ? n->name : "(unnamed)", n->op_type);
+	size_t need = (size_t)(len < (int)sizeof buf ? len : (int)sizeof buf - 1) + 1;
+	if (st->nnames + need > st->capn) {
+		st->capn = (st->nnames + need) * 2;
+		st->names = realloc(st->names, st->capn);
+		WL_ASSERT(st->names);
 	}
+	st->noff[idx] = (int32_t)st->nnames;
+	memcpy(st->names + st->nnames, buf, need - 1);
+	st->names[st->nnames + need - 1] = 0;
+	st->nnames += need;
+}
+
+static void push_const(Steps *st, LLVMValueRef c)
+{
+	if (st->nconsts == st->capc) {
+		st->capc = st->capc ? 2 * st->capc : 16;
+		st->consts = realloc(st->consts, (size_t)st->capc * sizeof *st->consts);
+		WL_ASSERT(st->consts);
+	}
+	push_arg(st, (int64_t)st->nconsts << ARG_SHIFT | ARG_CONST);
+	st->consts[st->nconsts++] = c;
+}
+
+/* node idx's entries: inputs, outputs, its scratch if it has one, then its
+ * own index sites (made here from the kernel's specs: k may be shared) */
+static void add_step(HostGen *g, Steps *st, const Plan *p, const Node *n, int idx, uint64_t scratch,
+                     const HgKfn *k)
+{
+	st->first[idx] = st->nargs;
+	for (int i = 0; i < n->ninputs; i++)
+		push_arg(st, arg_code(p, n->inputs[i]));
+	for (int i = 0; i < n->noutputs; i++)
+		push_arg(st, arg_code(p, n->outputs[i]));
+	if (scratch)
+		push_arg(st, (int64_t)p->scratch_off[idx] << ARG_SHIFT | ARG_WORK);
+	WL_ASSERT(st->nargs - st->first[idx] == k->arg0);
+	for (int i = 0; i < k->nsites; i++)
+		push_const(st, hg_site_data(g, n, &k->site[i]));
+	st->first[idx + 1] = st->nargs;
+	push_name(st, idx, n);
+}
+
+static LLVMValueRef const_global(HostGen *g, const char *name, LLVMValueRef init, unsigned align)
+{
+	LLVMValueRef gv = LLVMAddGlobal(g->mod, LLVMTypeOf(init), name);
+	LLVMSetInitializer(gv, init);
+	LLVMSetGlobalConstant(gv, 1);
+	LLVMSetLinkage(gv, LLVMPrivateLinkage);
+	LLVMSetAlignment(gv, align);
+	return gv;
+}
+
+/* raw bytes as a constant [n x i8] */
+static LLVMValueRef bytes_global(HostGen *g, const char *name, const void *p, size_t n)
+{
+	return const_global(g, name, LLVMConstStringInContext2(g->ctx, n ? p : "", n, 1), 8);
+}
+
+/* *(ty *)(base + i * size) */
+static LLVMValueRef load_at(HostGen *g, LLVMTypeRef ty, LLVMValueRef base, LLVMValueRef i)
+{
+	LLVMValueRef q = LLVMBuildLoad2(g->b, ty, hg_gep(g, ty, base, i), "");
+	LLVMSetAlignment(q, ty == g->t_i32 ? 4 : 8);
+	return q;
+}
+
+typedef struct StepGlobals { LLVMValueRef fns, first, args, consts, names, noff; } StepGlobals;
+
+/* int32_t run_step(api, i32 i, io, w, ws, args): kernel i's status */
+static LLVMValueRef gen_run_step(HostGen *g, const StepGlobals *sg)
+{
+	LLVMTypeRef rp[6] = {g->t_ptr, g->t_i32, g->t_ptr, g->t_ptr, g->t_ptr, g->t_ptr};
+	LLVMValueRef fn = LLVMAddFunction(g->mod, "run_step", LLVMFunctionType(g->t_i32, rp, 6, 0));
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	set_fn_attrs(g, fn);
+	LLVMValueRef api = LLVMGetParam(fn, 0), io = LLVMGetParam(fn, 2), w = LLVMGetParam(fn, 3),
+	             ws = LLVMGetParam(fn, 4), args = LLVMGetParam(fn, 5);
+	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
+	LLVMValueRef i = LLVMBuildZExt(g->b, LLVMGetParam(fn, 1), g->t_i64, "i");
+	LLVMValueRef j0 = LLVMBuildSExt(g->b, load_at(g, g->t_i32, sg->first, i), g->t_i64, "j0");
+	LLVMValueRef j1 = LLVMBuildSExt(g->b, load_at(g, g->t_i32, sg->first, LLVMBuildAdd(g->b, i, hg_i64(g, 1), "")),
+	                                g->t_i64, "j1");
+	HgLoop l;
+	LLVMValueRef j = hg_loop_begin(g, &l, j0, j1, 1, "j");
+	LLVMValueRef code = load_at(g, g->t_i64, sg->args, j);
+	LLVMValueRef kind = LLVMBuildAnd(g->b, code, hg_i64(g, (1 << ARG_SHIFT) - 1), "kind");
+	LLVMValueRef off = LLVMBuildLShr(g->b, code, hg_i64(g, ARG_SHIFT), "off");
+	LLVMBasicBlockRef at = LLVMGetInsertBlock(g->b);
+	LLVMBasicBlockRef bio = LLVMAppendBasicBlockInContext(g->ctx, fn, "io"),
+	                  bw = LLVMAppendBasicBlockInContext(g->ctx, fn, "w"),
+	                  bws = LLVMAppendBasicBlockInContext(g->ctx, fn, "ws"),
+	                  bc = LLVMAppendBasicBlockInContext(g->ctx, fn, "const"),
+	                  join = LLVMAppendBasicBlockInContext(g->ctx, fn, "join");
+	LLVMValueRef sw = LLVMBuildSwitch(g->b, kind, join, 4);
+	LLVMAddCase(sw, hg_i64(g, ARG_IO), bio);
+	LLVMAddCase(sw, hg_i64(g, ARG_WEIGHT), bw);
+	LLVMAddCase(sw, hg_i64(g, ARG_WORK), bws);
+	LLVMAddCase(sw, hg_i64(g, ARG_CONST), bc);
+	LLVMPositionBuilderAtEnd(g->b, bio);
+	LLVMValueRef pio = load_at(g, g->t_ptr, io, off);
+	LLVMBuildBr(g->b, join);
+	LLVMPositionBuilderAtEnd(g->b, bw);
+	LLVMValueRef pw = hg_gep(g, g->t_i8, w, off);
+	LLVMBuildBr(g->b, join);
+	LLVMPositionBuilderAtEnd(g->b, bws);
+	LLVMValueRef pws = hg_gep(g, g->t_i8, ws, off);
+	LLVMBuildBr(g->b, join);
+	LLVMPositionBuilderAtEnd(g->b, bc);
+	LLVMValueRef pc = load_at(g, g->t_ptr, sg->consts, off);
+	LLVMBuildBr(g->b, join);
+	LLVMPositionBuilderAtEnd(g->b, join);
+	LLVMValueRef ptr = LLVMBuildPhi(g->b, g->t_ptr, "p");
+	LLVMValueRef vals[5] = {LLVMConstNull(g->t_ptr), pio, pw, pws, pc};
+	LLVMBasicBlockRef bbs[5] = {at, bio, bw, bws, bc};
+	LLVMAddIncoming(ptr, vals, bbs, 5);
+	LLVMSetAlignment(LLVMBuildStore(g->b, ptr, hg_gep(g, g->t_ptr, args, LLVMBuildSub(g->b, j, j0, ""))), 8);
+	hg_loop_end(g, &l);
+	LLVMValueRef kfn = load_at(g, g->t_ptr, sg->fns, i);
 	LLVMValueRef ca[2] = {api, args};
-	return LLVMBuildCall2(g->b, g->t_kernel, fn, ca, 2, "st");
+	LLVMBuildRet(g->b, LLVMBuildCall2(g->b, g->t_kernel, kfn, ca, 2, "st"));
+	return fn;
+}
+
+/* run_step(i32): the kernel's status */
+static LLVMValueRef call_step(HostGen *g, LLVMValueRef step, LLVMValueRef i32, LLVMValueRef *aiwws, LLVMValueRef args)
+{
+	LLVMValueRef ca[6] = {aiwws[0], i32, aiwws[1], aiwws[2], aiwws[3], args};
+	return LLVMBuildCall2(g->b, LLVMGlobalGetValueType(step), step, ca, 6, "st");
 }
 
 /* if (st != WL_MODULE_OK) return st; in fn */
@@ -225,75 +385,52 @@ static void emit_status_check(HostGen *g, LLVMValueRef fn, LLVMValueRef st)
 /* Per-kernel entry points for WLOWER_PROFILE=1 (runtime/rt/wlower_rt.c):
  *   int32_t wl_module_kernel_count(void);
  *   const char *wl_module_kernel_name(int32_t i);    "NODE (OpType)", NULL out of range
- *   void wl_module_run_kernel(api, int32_t i, io, weights, workspace);
- * Calling run_kernel for i = 0..count-1 equals one wl_module_run (graph
- * outputs that need a copy are copied by the last call). */
-static void gen_profile(HostGen *g, Plan *p, LLVMValueRef *fns, int nn, int maxargs, LLVMValueRef copy_fn)
+ *   int32_t wl_module_run_kernel(api, int32_t i, io, weights, workspace);
+ *     kernel i's status (WL_MODULE_OK out of range)
+ * Calling run_kernel for i = 0..count-1, stopping at the first status that
+ * is not WL_MODULE_OK, equals one wl_module_run (graph outputs that need a
+ * copy are copied by the last call when its kernel succeeded). */
+static void gen_profile(HostGen *g, const StepGlobals *sg, LLVMValueRef step, int nn, int maxargs,
+                        LLVMValueRef copy_fn)
 {
-	Graph *gr = g->m->graph;
 	LLVMValueRef cnt = LLVMAddFunction(g->mod, "wl_module_kernel_count", LLVMFunctionType(g->t_i32, NULL, 0, 0));
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, cnt, "entry"));
 	LLVMBuildRet(g->b, hg_i32(g, nn));
 
-	/* names: a constant array of string pointers */
-	LLVMValueRef *strs = calloc((size_t)nn + 1, sizeof *strs);
-	int idx = 0;
-	FOR_NODES(gr, n) {
-		char buf[512];
-		snprintf(buf, sizeof buf, "%s (%s)", n->name && *n->name ? n->name : "(unnamed)", n->op_type);
-		LLVMValueRef init = LLVMConstStringInContext(g->ctx, buf, (unsigned)strlen(buf), 0);
-		LLVMValueRef gv = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "kname");
-		LLVMSetInitializer(gv, init);
-		LLVMSetGlobalConstant(gv, 1);
-		LLVMSetLinkage(gv, LLVMPrivateLinkage);
-		LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
-		strs[idx++] = gv;
-	}
-	LLVMTypeRef at = LLVMArrayType2(g->t_ptr, (uint64_t)nn);
-	LLVMValueRef arr = LLVMAddGlobal(g->mod, at, "knames");
-	LLVMSetInitializer(arr, LLVMConstArray2(g->t_ptr, strs, (uint64_t)nn));
-	LLVMSetGlobalConstant(arr, 1);
-	LLVMSetLinkage(arr, LLVMPrivateLinkage);
-	free(strs);
 	LLVMValueRef nm = LLVMAddFunction(g->mod, "wl_module_kernel_name", LLVMFunctionType(g->t_ptr, &g->t_i32, 1, 0));
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, nm, "entry"));
-	{
-		LLVMValueRef i = LLVMGetParam(nm, 0);
-		LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->ctx, nm, "in"),
-		                  no = LLVMAppendBasicBlockInContext(g->ctx, nm, "out");
-		LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntULT, i, hg_i32(g, nn), ""), yes, no);
-		LLVMPositionBuilderAtEnd(g->b, yes);
-		LLVMValueRef ix[2] = {hg_i64(g, 0), LLVMBuildZExt(g->b, i, g->t_i64, "")};
-		LLVMValueRef e = LLVMBuildInBoundsGEP2(g->b, at, arr, ix, 2, "");
-		LLVMBuildRet(g->b, LLVMBuildLoad2(g->b, g->t_ptr, e, ""));
-		LLVMPositionBuilderAtEnd(g->b, no);
-		LLVMBuildRet(g->b, LLVMConstNull(g->t_ptr));
-	}
+	LLVMValueRef i = LLVMGetParam(nm, 0);
+	LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->ctx, nm, "in"),
+	                  no = LLVMAppendBasicBlockInContext(g->ctx, nm, "out");
+	LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntULT, i, hg_i32(g, nn), ""), yes, no);
+	LLVMPositionBuilderAtEnd(g->b, yes);
+	LLVMValueRef off = load_at(g, g->t_i32, sg->noff, LLVMBuildZExt(g->b, i, g->t_i64, ""));
+	LLVMBuildRet(g->b, hg_gep(g, g->t_i8, sg->names, LLVMBuildZExt(g->b, off, g->t_i64, "")));
+	LLVMPositionBuilderAtEnd(g->b, no);
+	LLVMBuildRet(g->b, LLVMConstNull(g->t_ptr));
 
 	LLVMTypeRef rp[5] = {g->t_ptr, g->t_i32, g->t_ptr, g->t_ptr, g->t_ptr};
 	LLVMValueRef rk = LLVMAddFunction(g->mod, "wl_module_run_kernel", LLVMFunctionType(g->t_i32, rp, 5, 0));
-	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, rk, "entry");
-	LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->ctx, rk, "done");
-	LLVMPositionBuilderAtEnd(g->b, entry);
-	LLVMValueRef api = LLVMGetParam(rk, 0), io = LLVMGetParam(rk, 2), w = LLVMGetParam(rk, 3), ws = LLVMGetParam(rk, 4);
+	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, rk, "entry"));
+	LLVMValueRef k = LLVMGetParam(rk, 1);
+	LLVMValueRef aiwws[4] = {LLVMGetParam(rk, 0), LLVMGetParam(rk, 2), LLVMGetParam(rk, 3), LLVMGetParam(rk, 4)};
 	LLVMValueRef args = hg_alloca(g, g->t_ptr, maxargs, 8, "args");
-	LLVMValueRef sw = LLVMBuildSwitch(g->b, LLVMGetParam(rk, 1), done, (unsigned)nn);
-	idx = 0;
-	FOR_NODES(gr, n) {
-		LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(g->ctx, rk, "k");
-		LLVMAddCase(sw, hg_i32(g, idx), bb);
-		LLVMPositionBuilderAtEnd(g->b, bb);
-		LLVMValueRef st = emit_call(g, p, n, idx, fns[idx], api, io, w, ws, args);
-		if (idx == nn - 1 && copy_fn) {
-			emit_status_check(g, rk, st);
-			LLVMValueRef ca[4] = {api, io, w, ws};
-			LLVMBuildCall2(g->b, LLVMGlobalGetValueType(copy_fn), copy_fn, ca, 4, "");
-		}
-		LLVMBuildRet(g->b, st);
-		idx++;
-	}
-	LLVMPositionBuilderAtEnd(g->b, done);
+	LLVMBasicBlockRef in = LLVMAppendBasicBlockInContext(g->ctx, rk, "in"),
+	                  out = LLVMAppendBasicBlockInContext(g->ctx, rk, "out");
+	LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntULT, k, hg_i32(g, nn), ""), in, out);
+	LLVMPositionBuilderAtEnd(g->b, out);
 	LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_OK));
+	LLVMPositionBuilderAtEnd(g->b, in);
+	LLVMValueRef st = call_step(g, step, k, aiwws, args);
+	if (copy_fn) {
+		/* the copy after the last kernel, when it succeeded */
+		emit_status_check(g, rk, st);
+		HgIf last;
+		hg_if_begin(g, &last, LLVMBuildICmp(g->b, LLVMIntEQ, k, hg_i32(g, nn - 1), ""));
+		LLVMBuildCall2(g->b, LLVMGlobalGetValueType(copy_fn), copy_fn, aiwws, 4, "");
+		hg_if_end(g, &last);
+	}
+	LLVMBuildRet(g->b, st);
 }
 
 /* A graph io value as module_abi.h's WlModuleIo {name, dims, dtype, rank}
@@ -341,41 +478,116 @@ static void gen_info(HostGen *g, Plan *p)
 	LLVMBuildRet(g->b, info);
 }
 
+/* the kernel of node n (index idx) in *out: a shared one or a new one */
+static int node_kernel(HostGen *g, HgShare *share, const Node *n, int idx, uint64_t scratch, HgKfn *out, Diag *d)
+{
+	const HgKernel *k = hg_kernel_find(n);
+	const HgKfn *have = hg_share_find(share, n, scratch);
+	if (have) {
+		*out = *have;
+		return WL_OK;
+	}
+	*out = (HgKfn){.arg0 = n->ninputs + n->noutputs + (scratch ? 1 : 0)};
+	char name[160];
+	snprintf(name, sizeof name, "k%d_%s", idx, n->op_type);
+	sanitize(name);
+	LLVMValueRef fn = out->fn = LLVMAddFunction(g->mod, name, g->t_kernel);
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	set_fn_attrs(g, fn);
+	/* one function per kernel also after O3 (profiling, lit tests) */
+	LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+	                        LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("noinline", 8), 0));
+	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
+	g->cur = out;
+	int rc = k->emit(g, n, fn, d);
+	g->cur = NULL;
+	if (rc != WL_OK)
+		return WL_ERR;
+	LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_OK));
+	hg_share_add(share, n, scratch, out);
+	return WL_OK;
+}
+
+/* graph outputs not written by a node into their own io slot: copied by an
+ * internal function (also called by the profiling entry point); NULL if none */
+static LLVMValueRef gen_copy_outputs(HostGen *g, Plan *p)
+{
+	Graph *gr = g->m->graph;
+	int nin = 0;
+	for (int i = 0; i < gr->ninputs; i++)
+		if (!gr->inputs[i]->init)
+			nin++;
+	LLVMTypeRef rp[4] = {g->t_ptr, g->t_ptr, g->t_ptr, g->t_ptr};
+	LLVMValueRef copy_fn = NULL;
+	for (int i = 0; i < gr->noutputs; i++) {
+		Value *v = gr->outputs[i];
+		Loc *l = &p->loc[v->id];
+		if (l->kind == LOC_IO && l->index == nin + i)
+			continue;
+		if (!copy_fn) {
+			copy_fn = LLVMAddFunction(g->mod, "copy_outputs", LLVMFunctionType(g->t_void, rp, 4, 0));
+			LLVMSetLinkage(copy_fn, LLVMInternalLinkage);
+			LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, copy_fn, "entry"));
+		}
+		LLVMValueRef cio = LLVMGetParam(copy_fn, 1), cw = LLVMGetParam(copy_fn, 2), cws = LLVMGetParam(copy_fn, 3);
+		LLVMValueRef dst = LLVMBuildLoad2(g->b, g->t_ptr, hg_gep(g, g->t_ptr, cio, hg_i64(g, nin + i)), "out");
+		LLVMValueRef src = value_ptr(g, p, v, cio, cw, cws);
+		LLVMBuildMemCpy(g->b, dst, 1, src, 1, hg_i64(g, (int64_t)value_bytes(v)));
+	}
+	if (copy_fn)
+		LLVMBuildRetVoid(g->b);
+	return copy_fn;
+}
+
+static void gen_globals(HostGen *g, StepGlobals *sg, const Steps *st, LLVMValueRef *fns, int nn)
+{
+	sg->fns = const_global(g, "kfns", LLVMConstArray2(g->t_ptr, fns, (uint64_t)nn), 8);
+	sg->first = bytes_global(g, "kfirst", st->first, (size_t)(nn + 1) * sizeof *st->first);
+	sg->args = bytes_global(g, "kargs", st->args, (size_t)st->nargs * sizeof *st->args);
+	sg->consts = const_global(g, "kconsts", LLVMConstArray2(g->t_ptr, st->consts, (uint64_t)st->nconsts), 8);
+	sg->names = bytes_global(g, "knames", st->names, st->nnames);
+	sg->noff = bytes_global(g, "knoff", st->noff, (size_t)nn * sizeof *st->noff);
+}
+
+static void steps_free(Steps *st)
+{
+	free(st->args);
+	free(st->first);
+	free(st->names);
+	free(st->noff);
+	free(st->consts);
+}
+
 static int gen_module(HostGen *g, Plan *p, Diag *d)
 {
 	Graph *gr = g->m->graph;
-	/* kernels */
 	int nn = 0;
 	FOR_NODES(gr, n) nn++;
 	LLVMValueRef *fns = calloc((size_t)nn + 1, sizeof *fns);
-	int idx = 0, maxargs = 1;
+	Steps st = {0};
+	st.first = calloc((size_t)nn + 1, sizeof *st.first);
+	st.noff = calloc((size_t)nn + 1, sizeof *st.noff);
+	HgShare *share = hg_share_new();
+	WL_ASSERT(fns && st.first && st.noff);
+	int idx = 0, maxargs = 1, rc = WL_ERR;
 	FOR_NODES(gr, n) {
 		const HgKernel *k = hg_kernel_find(n);
 		if (!k) {
 			char op[sizeof d->msg];
-			free(fns);
-			return diag_fail(d, "%s: node '%s': op '%s' has no host kernel (--target host)",
-			                 model_name(g->opt), n->name, node_op_name(n, op, sizeof op));
+			diag_fail(d, "%s: node '%s': op '%s' has no host kernel (--target host)", model_name(g->opt), n->name,
+			          node_op_name(n, op, sizeof op));
+			goto out;
 		}
-		char name[160];
-		snprintf(name, sizeof name, "k%d_%s", idx, n->op_type);
-		sanitize(name);
-		LLVMValueRef fn = LLVMAddFunction(g->mod, name, g->t_kernel);
-		LLVMSetLinkage(fn, LLVMInternalLinkage);
-		set_fn_attrs(g, fn);
-		/* one function per kernel also after O3 (profiling, lit tests) */
-		LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-		                        LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("noinline", 8), 0));
-		LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
-		if (k->emit(g, n, fn, d) != WL_OK) {
-			free(fns);
-			return WL_ERR;
-		}
-		LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_OK));
-		fns[idx++] = fn;
-		int na = n->ninputs + n->noutputs + 1;
+		uint64_t sc = k->scratch ? k->scratch(g, n) : 0;
+		HgKfn kf;
+		if (node_kernel(g, share, n, idx, sc, &kf, d) != WL_OK)
+			goto out;
+		fns[idx] = kf.fn;
+		add_step(g, &st, p, n, idx, sc, &kf);
+		int na = st.first[idx + 1] - st.first[idx];
 		if (na > maxargs)
 			maxargs = na;
+		idx++;
 	}
 	/* set attributes on outlined bodies too */
 	for (LLVMValueRef f = LLVMGetFirstFunction(g->mod); f; f = LLVMGetNextFunction(f))
@@ -391,57 +603,34 @@ static int gen_module(HostGen *g, Plan *p, Diag *d)
 
 	gen_info(g, p);
 
+	StepGlobals sg;
+	gen_globals(g, &sg, &st, fns, nn);
+	LLVMValueRef step = gen_run_step(g, &sg);
+	LLVMValueRef copy_fn = gen_copy_outputs(g, p);
+
 	/* int32_t wl_module_run(api, io, weights, workspace): the first failing
-	 * kernel's status, or WL_MODULE_OK */
+	 * kernel's status (the later kernels and the output copy do not run), or
+	 * WL_MODULE_OK */
 	LLVMTypeRef rp[4] = {g->t_ptr, g->t_ptr, g->t_ptr, g->t_ptr};
 	LLVMValueRef run = LLVMAddFunction(g->mod, "wl_module_run", LLVMFunctionType(g->t_i32, rp, 4, 0));
 	set_fn_attrs(g, run);
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, run, "entry"));
-	LLVMValueRef api = LLVMGetParam(run, 0), io = LLVMGetParam(run, 1), w = LLVMGetParam(run, 2),
-	             ws = LLVMGetParam(run, 3);
+	LLVMValueRef aiwws[4] = {LLVMGetParam(run, 0), LLVMGetParam(run, 1), LLVMGetParam(run, 2), LLVMGetParam(run, 3)};
 	LLVMValueRef args = hg_alloca(g, g->t_ptr, maxargs, 8, "args");
-	idx = 0;
-	FOR_NODES(gr, n) {
-		emit_status_check(g, run, emit_call(g, p, n, idx, fns[idx], api, io, w, ws, args));
-		idx++;
-	}
-	/* graph outputs not written by a node into their own io slot: copied by
-	 * an internal function (also called by the profiling entry point) */
-	int nin = 0;
-	for (int i = 0; i < gr->ninputs; i++)
-		if (!gr->inputs[i]->init)
-			nin++;
-	LLVMValueRef copy_fn = NULL;
-	for (int i = 0; i < gr->noutputs; i++) {
-		Value *v = gr->outputs[i];
-		Loc *l = &p->loc[v->id];
-		if (l->kind == LOC_IO && l->index == nin + i)
-			continue;
-		LLVMBasicBlockRef at = LLVMGetInsertBlock(g->b);
-		if (!copy_fn) {
-			copy_fn = LLVMAddFunction(g->mod, "copy_outputs", LLVMFunctionType(g->t_void, rp, 4, 0));
-			LLVMSetLinkage(copy_fn, LLVMInternalLinkage);
-			LLVMAppendBasicBlockInContext(g->ctx, copy_fn, "entry");
-		}
-		LLVMPositionBuilderAtEnd(g->b, LLVMGetEntryBasicBlock(copy_fn));
-		LLVMValueRef cio = LLVMGetParam(copy_fn, 1), cw = LLVMGetParam(copy_fn, 2), cws = LLVMGetParam(copy_fn, 3);
-		LLVMValueRef dst = LLVMBuildLoad2(g->b, g->t_ptr, hg_gep(g, g->t_ptr, cio, hg_i64(g, nin + i)), "out");
-		LLVMValueRef src = value_ptr(g, p, v, cio, cw, cws);
-		LLVMBuildMemCpy(g->b, dst, 1, src, 1, hg_i64(g, (int64_t)value_bytes(v)));
-		LLVMPositionBuilderAtEnd(g->b, at);
-	}
-	if (copy_fn) {
-		LLVMValueRef ca[4] = {api, io, w, ws};
-		LLVMBuildCall2(g->b, LLVMGlobalGetValueType(copy_fn), copy_fn, ca, 4, "");
-		LLVMBasicBlockRef at = LLVMGetInsertBlock(g->b);
-		LLVMPositionBuilderAtEnd(g->b, LLVMGetEntryBasicBlock(copy_fn));
-		LLVMBuildRetVoid(g->b);
-		LLVMPositionBuilderAtEnd(g->b, at);
-	}
+	HgLoop l;
+	LLVMValueRef i = hg_loop_begin(g, &l, hg_i64(g, 0), hg_i64(g, nn), 1, "step");
+	emit_status_check(g, run, call_step(g, step, LLVMBuildTrunc(g->b, i, g->t_i32, ""), aiwws, args));
+	hg_loop_end(g, &l);
+	if (copy_fn)
+		LLVMBuildCall2(g->b, LLVMGlobalGetValueType(copy_fn), copy_fn, aiwws, 4, "");
 	LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_OK));
-	gen_profile(g, p, fns, nn, maxargs, copy_fn);
+	gen_profile(g, &sg, step, nn, maxargs, copy_fn);
+	rc = WL_OK;
+out:
+	hg_share_free(share);
+	steps_free(&st);
 	free(fns);
-	return WL_OK;
+	return rc;
 }
 
 /* ---------------------------------------------------------------- files */

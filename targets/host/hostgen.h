@@ -25,12 +25,16 @@
  *         allocated once by the runtime (intermediates live here at offsets
  *         fixed at compile time; no allocation inside run).
  *
- * Kernel functions: one LLVM function per node, internal linkage, signature
+ * Kernel functions: one LLVM function per distinct kernel (nodes with the
+ * same key share it: hg_share.c), internal linkage, signature
  *   int32_t kN(const WlHostApi *api, void *const *args)    (WL_MODULE_OK or a status)
  * args: the node's inputs (node input order; absent optional → NULL;
  * initializers point into weights), then its outputs, then one scratch
- * pointer if the generator asked for scratch. `run` fills an args array on
- * its stack per call.
+ * pointer if the generator asked for scratch, then one pointer per index
+ * site of the kernel (the node's own WlIndexSite: hg_index_site). `run_step`
+ * (host.c) fills an args array on `wl_module_run`'s stack from the step
+ * table, so a shared kernel reaches each node's data and reports each node's
+ * name.
  */
 #ifndef WLOWER_HOSTGEN_H
 #define WLOWER_HOSTGEN_H
@@ -55,7 +59,26 @@ typedef struct HostGen {
 	LLVMTypeRef t_kernel;         /* i32 (ptr api, ptr args): WL_MODULE_OK or a status */
 	LLVMTypeRef t_body;           /* void (ptr ctx, i64 i0, i64 i1) */
 	LLVMTypeRef t_api;            /* struct WlHostApi */
+	struct HgKfn *cur;            /* the kernel being generated (host.c node_kernel) */
 } HostGen;
+
+/* Node-specific constants are not baked into a kernel's code (kernels are
+ * shared, hg_share.c): a generator asks hg_index_site for a site, which
+ * records its node-independent part here and returns the args slot that
+ * holds the pointer; host.c makes each node's WlIndexSite from the spec and
+ * passes it through the step table (kargs kind "const"). */
+#define HG_MAX_SITES 4
+typedef struct HgSiteSpec {
+	int input;                    /* the indices: the node's input number */
+	int flags;                    /* INDEX_NO_WRAP (INDEX_GRAPH_INPUT is the node's) */
+	int64_t size;                 /* the axis size */
+} HgSiteSpec;
+typedef struct HgKfn {
+	LLVMValueRef fn;
+	int arg0;                     /* args index of the first site pointer */
+	int nsites;
+	HgSiteSpec site[HG_MAX_SITES];
+} HgKfn;
 
 /* A row of the op table (hg_kernels.c). A kernel generator fills the body of
  * fn (already created with t_kernel, entry block positioned) for node n. */
@@ -178,14 +201,18 @@ void hg_par_end(HostGen *g, HgPar *p);
 LLVMValueRef hg_const_str(HostGen *g, const char *s);
 LLVMValueRef hg_const_i64s(HostGen *g, const int64_t *v, int n);
 
-/* Index bounds (module_abi.h): hg_index_site makes the WlIndexSite of node
- * n's indices `ind` over an axis of `size` (flags: INDEX_NO_WRAP for [0,
- * size), else [-size, size); INDEX_GRAPH_INPUT is added from ind);
+/* Index bounds (module_abi.h): hg_index_site, in kernel fn (before any
+ * parallel body), gives the WlIndexSite of node n's indices `ind` (one of
+ * n's inputs) over an axis of `size` (flags: INDEX_NO_WRAP for [0, size),
+ * else [-size, size); INDEX_GRAPH_INPUT is added from ind): a pointer loaded
+ * from args, since the site names the node and a kernel is shared by nodes
+ * (HgKfn above); hg_site_data makes the constant itself (host.c, per node).
  * hg_index_check, in kernel fn (not in a parallel body), checks the index k
  * (i64) at flat position pos: one unsigned compare and one branch to a
  * block that calls api->index_error and returns WL_MODULE_EINDEX. Returns k,
  * a negative one wrapped into [0, size) (ONNX: it counts from the end). */
-LLVMValueRef hg_index_site(HostGen *g, const Node *n, const Value *ind, int64_t size, int flags);
+LLVMValueRef hg_index_site(HostGen *g, const Node *n, LLVMValueRef fn, const Value *ind, int64_t size, int flags);
+LLVMValueRef hg_site_data(HostGen *g, const Node *n, const HgSiteSpec *s);
 LLVMValueRef hg_index_check(HostGen *g, LLVMValueRef fn, LLVMValueRef site, LLVMValueRef pos, LLVMValueRef k,
                             int64_t size, int flags);
 
@@ -218,6 +245,17 @@ int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_argmax(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_layernorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_rmsnorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+
+/* hg_share.c: nodes with the same kernel key (op, attributes, input and
+ * output types, absent/initializer inputs, scratch bytes) share one kernel
+ * function. A generator must read nothing else of its node (no names, no
+ * initializer data), or add it to the key there; node-specific constants
+ * (index sites) go through args instead (HgKfn). */
+typedef struct HgShare HgShare;
+HgShare *hg_share_new(void);
+void hg_share_free(HgShare *c);
+const HgKfn *hg_share_find(HgShare *c, const Node *n, uint64_t scratch);   /* NULL: none yet */
+void hg_share_add(HgShare *c, const Node *n, uint64_t scratch, const HgKfn *k);
 
 /* cpus.c: the --cpu names of --target host (64-bit x86 processors of LLVM
  * 19, and "native"); host_cpu_list prints them, a few per line. */

@@ -295,7 +295,7 @@ static LLVMValueRef rope_row(HostGen *g, const Attn *a, LLVMValueRef pos, LLVMVa
  * returns WL_MODULE_EINDEX (the message of every target). */
 static void check_positions(HostGen *g, const Node *n, const Attn *a, LLVMValueRef fn)
 {
-	LLVMValueRef site = hg_index_site(g, n, n->inputs[G_POS], a->cs_rows, INDEX_NO_WRAP);
+	LLVMValueRef site = hg_index_site(g, n, fn, n->inputs[G_POS], a->cs_rows, INDEX_NO_WRAP);
 	LLVMValueRef p = hg_arg(g, fn, a->a_pos);
 	HgLoop l;
 	LLVMValueRef i = hg_loop_begin(g, &l, ci(g, 0), ci(g, a->pos_numel), 1, "p");

@@ -314,7 +314,7 @@ int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		return WL_OK;
 	LLVMTypeRef it = ind->type.elem == DT_INT64 ? g->t_i64 : g->t_i32;
 	LLVMValueRef src = hg_arg(g, fn, 0), ip = hg_arg(g, fn, 1), dst = hg_arg(g, fn, 2);
-	LLVMValueRef site = hg_index_site(g, n, ind, V, 0);
+	LLVMValueRef site = hg_index_site(g, n, fn, ind, V, 0);
 	HgLoop l;
 	LLVMValueRef i = hg_loop_begin(g, &l, hg_i64(g, 0), hg_i64(g, nidx), 1, "i");
 	LLVMValueRef k = hg_load(g, it, ip, i);

@@ -95,6 +95,46 @@ START_TEST(verifier_catches_use_before_def)
 }
 END_TEST
 
+/* w read by 12 Relu nodes: above the verifier's few-users threshold, its use
+ * list is checked by count and duplicates rather than per edge */
+static Module *many_readers(Value **wout)
+{
+	Module *m = tiny(NULL, NULL);
+	Graph *g = m->graph;
+	Value *w = graph_find(g, "w");
+	for (int i = 0; i < 12; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "r%d", i);
+		Node *r = node_new(g, "Relu", "", name);
+		node_add_input(r, w);
+		node_add_output(r, graph_new_value(g, name));
+		node_append(g, r);
+	}
+	*wout = w;
+	return m;
+}
+
+START_TEST(verifier_checks_long_use_lists)
+{
+	Value *w;
+	Module *m = many_readers(&w);
+	Diag d = {0};
+	ck_assert_int_eq(w->nusers, 13);
+	ck_assert_int_eq(ir_verify(m, &d), WL_OK);
+	w->nusers--;                       /* an edge without its use */
+	ck_assert_int_eq(ir_verify(m, &d), WL_ERR);
+	ck_assert_ptr_nonnull(strstr(d.msg, "'w': 13 input edges but 12 uses"));
+	module_free(m);
+
+	m = many_readers(&w);
+	w->users[5] = w->users[4];         /* a use listed twice, another missing */
+	Diag d2 = {0};
+	ck_assert_int_eq(ir_verify(m, &d2), WL_ERR);
+	ck_assert_ptr_nonnull(strstr(d2.msg, "listed twice"));
+	module_free(m);
+}
+END_TEST
+
 START_TEST(verifier_catches_undefined_output_and_arity)
 {
 	Module *m = tiny(NULL, NULL);
@@ -297,6 +337,6 @@ END_TEST
 
 CHECK_MAIN("ir", "core",
 	build_and_verify, replace_and_remove, verifier_catches_use_before_def,
-	verifier_catches_undefined_output_and_arity, unique_names_and_scopes, attributes,
+	verifier_catches_undefined_output_and_arity, verifier_checks_long_use_lists, unique_names_and_scopes, attributes,
 	dtypes_and_ops, int4_and_half_reads, arena_big_and_small, pass_table_resolution,
 	atomic_files, diag_one_line)

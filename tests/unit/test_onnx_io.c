@@ -1177,6 +1177,7 @@ done:;
 	Module *m = NULL;
 	Diag d = {0};
 	assert_fails(onnx_import_buffer(model, k + n, "deep.onnx", &m, &d), &d, "deep.onnx");
+	ck_assert_msg(strstr(d.msg, "If/Loop nesting deeper than 64"), "%s", d.msg);
 	free(model);
 	free(inner);
 	free(outer);

@@ -99,6 +99,17 @@ START_TEST(many_tensors)
 }
 END_TEST
 
+START_TEST(trailing_white_space)
+{
+	const char *p = write_file("ws.tranges",
+		"{\"format\":\"wlower-tranges\",\"version\":1,\"tensors\":{\"a\":{\"min\":-1,\"max\":2}}}\n \t\r\n");
+	TRanges *tr;
+	Diag d = {0};
+	ck_assert_int_eq(tranges_read(p, &tr, &d), WL_OK);
+	tranges_free(tr);
+}
+END_TEST
+
 START_TEST(require_names_tensor)
 {
 	const char *p = write_file("r.tranges",
@@ -123,6 +134,10 @@ START_TEST(errors)
 	             "bad.tranges:3:");
 	expect_error("{\"format\": \"wlower-tranges\", \"version\": 1", "malformed JSON");
 	expect_error("[1, 2]", "top level is not a JSON object");
+	expect_error("{\"format\": \"wlower-tranges\", \"version\": 1, \"tensors\": {}}\n x",
+	             "bad.tranges:2:2: text after the JSON object");
+	expect_error("{\"format\": \"wlower-tranges\", \"version\": 1, \"tensors\": {}}{}",
+	             "bad.tranges:1:58: text after the JSON object");
 	expect_error("{\"version\": 1, \"tensors\": {}}", "\"format\" is missing");
 	expect_error("{\"format\": \"other\", \"version\": 1, \"tensors\": {}}", "\"format\" is \"other\"");
 	expect_error("{\"format\": \"wlower-tranges\", \"tensors\": {}}", "\"version\" is missing");
@@ -169,7 +184,7 @@ int main(void)
 	TCase *tc = tcase_create("tranges");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	check_add(tc, (const TTest *const[]){
-		round_trip, many_tensors, require_names_tensor, errors, missing_file, NULL
+		round_trip, many_tensors, require_names_tensor, trailing_white_space, errors, missing_file, NULL
 	});
 	return check_run(s, tc);
 }
