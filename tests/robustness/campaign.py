@@ -1213,6 +1213,7 @@ def main():
             print(c.cid)
         return 0
     shutil.rmtree(os.path.join(work, "cases"), ignore_errors=True)
+    fixtures_before = snapshot(fx.dir)
     t0 = time.time()
     results = {}
 
@@ -1235,6 +1236,12 @@ def main():
                 print("FAIL %s: %s" % (c.cid, detail), flush=True)
             elif st == "known":
                 print("known %s [%s]: %s" % (c.cid, known, detail), flush=True)
+    # cases read the fixtures in place: nothing may appear next to them either
+    fixtures_after = snapshot(fx.dir)
+    stray = sorted(set(fixtures_after) ^ set(fixtures_before)) + sorted(
+        k for k in fixtures_before if k in fixtures_after and fixtures_before[k] != fixtures_after[k])
+    if stray:
+        print("FAIL fixtures: left behind or changed next to the inputs: %s" % ", ".join(stray[:6]))
     print()
     print("%-10s %6s %6s %6s %6s" % ("class", "cases", "passed", "failed", "known"))
     tot = [0, 0, 0, 0]
@@ -1248,7 +1255,7 @@ def main():
     print("robustness: %d cases, %d passed, %d failed, %d known-failing (%s), %.0f s" % (
         tot[0], tot[1], tot[2], tot[3], "sample %d, seed %d" % (a.sample, a.seed) if a.sample else "full",
         time.time() - t0))
-    return 1 if tot[2] else 0
+    return 1 if tot[2] or stray else 0
 
 
 if __name__ == "__main__":
