@@ -51,7 +51,6 @@ import os
 import random
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -212,7 +211,6 @@ class Fixtures:
         wr(self.p("ffn.onnxtxt"), parts["ffn.onnxtxt"])
         wr(self.p("model.tranges"), parts["ffn.tranges"])
         self.wl("ffn.onnxtxt", "-o", "model.onnx")
-        m = onnx.load(self.p("model.onnx"))
         # the same graph with other weights (same sizes): swapped weights.bin
         m2 = onnx.load(self.p("model.onnx"))
         for t in m2.graph.initializer:
