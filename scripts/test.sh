@@ -2,13 +2,15 @@
 # test.sh — install, build and run every test:
 #   1. build/       debugoptimized (IR verifier after every pass): unit, lit, conformance
 #   2. build-asan/  the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
-#   3. build-fuzz/  libFuzzer (clang) on the binary importer and the text parser,
-#                   bounded time (FUZZ_SECONDS, default 60 each), corpus seeded
-#                   from libonnx-testdata
+#   3. build-fuzz/  libFuzzer (clang) on the binary importer, the text parser,
+#                   the .npy, .tranges and manifest readers, bounded time
+#                   (FUZZ_SECONDS, default 30 each), corpora seeded by
+#                   tests/fuzz/seed.sh (libonnx-testdata and small generated files)
 # Ends with one line "N passed, M failed" and exits non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.."
-FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+FUZZ_TARGETS="import text npy tranges manifest"
 passed=0
 failed=0
 fail() { echo "test.sh: FAILED: $*"; failed=$((failed + 1)); }
@@ -47,9 +49,9 @@ if [ ! -f build-fuzz/build.ninja ]; then
 		-Db_sanitize=address,undefined -Db_lundef=false \
 		-Dc_args=-fsanitize=fuzzer-no-link >/dev/null
 fi
-if ninja -C build-fuzz fuzz_import fuzz_text >/dev/null; then
+if ninja -C build-fuzz $(for t in $FUZZ_TARGETS; do printf 'fuzz_%s ' $t; done) >/dev/null; then
 	sh tests/fuzz/seed.sh build/wlower build-fuzz/corpus
-	for t in import text; do
+	for t in $FUZZ_TARGETS; do
 		mkdir -p "build-fuzz/corpus-$t-new"
 		if ./build-fuzz/fuzz_$t -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=4096 \
 			-print_final_stats=1 "build-fuzz/corpus-$t-new" "build-fuzz/corpus/$t" \
