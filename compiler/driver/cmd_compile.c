@@ -303,6 +303,8 @@ static int target_options(Options *o, TargetKind kind, TargetOptions *out)
 		return cmd_usage(NULL, "--target %s needs -o DIR", o->target);
 	if (chimera && !o->tranges)
 		return cmd_usage(NULL, "--target %s needs --tranges FILE (from 'wlower calibrate')", o->target);
+	if (!chimera && (o->tranges || o->print_fracbits))
+		return cmd_usage(NULL, "%s", "--tranges and --print-fracbits are for the qc-* targets (the host runs float)");
 	if (o->pipe.passes || o->pipe.stop_after)
 		return cmd_usage(NULL, "%s", "--passes/--stop-after cannot be combined with --target");
 	if (chimera) {

@@ -492,6 +492,10 @@ int cmd_run(int argc, char **argv)
 		rc = CMD_OK;
 		goto out;
 	}
+	if (a.no_verify) {
+		rc = cmd_usage(CMD, "--no-verify applies to a module directory, not to the model %s", a.model);
+		goto out;
+	}
 	if (model_read(a.model, &m, &d) != WL_OK || ir_verify(m, &d) != WL_OK)
 		goto fail;
 	if (exec_new(m, a.threads ? (int)a.threads : cmd_default_threads(), &e, &d) != WL_OK)

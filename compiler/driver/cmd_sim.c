@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "compiler/driver/commands.h"
 #include "targets/chimera/sim/sim.h"
 
@@ -10,7 +11,7 @@ static const char CMD[] = "sim";
 
 static const char usage_sim[] =
 "usage: wlower sim DIR --input NAME=FILE.npy ... --output-dir OUT [--compare NAME=REF.npy ...]\n"
-"       [--quiet] [--cost-only] [--calibrate]\n"
+"       [--quiet | --verbose] [--cost-only] [--calibrate]\n"
 "\n"
 "Builds DIR/module.cpp (a module compiled with --target qc-n|qc-p|qc-u) against\n"
 "the CCL emulation with g++ (cached by content hash under $XDG_CACHE_HOME/wlower/sim\n"
@@ -26,6 +27,9 @@ static const char usage_sim[] =
 "                        only when empty or made by wlower (its .wlower-outputs)\n"
 "  --compare NAME=REF    report MSE, PSNR and max|e| of output NAME against REF.npy\n"
 "  --quiet               no build/progress messages on stderr\n"
+"  --verbose             build messages on stderr also when it is not a terminal\n"
+"                        (without it, they appear on a terminal only, so that an\n"
+"                        error is the one line on stderr)\n"
 "  --cost-only           skip build and run: cost model from schedule.json alone\n"
 "  --calibrate           also print the raw figures per category and the constants\n"
 "                        that would reproduce the vendor's Whisper-tiny encoder profile\n"
@@ -36,6 +40,7 @@ static const char usage_sim[] =
 typedef struct SimOpts {
 	SimArgs a;
 	OptList in, cmp;
+	bool verbose;
 } SimOpts;
 
 static const OptSpec sim_opts[] = {
@@ -43,6 +48,7 @@ static const OptSpec sim_opts[] = {
 	{"--compare", NULL, OPT_LIST, offsetof(SimOpts, cmp)},
 	{"--output-dir", NULL, OPT_STRING, offsetof(SimOpts, a.outdir)},
 	{"--quiet", NULL, OPT_FLAG, offsetof(SimOpts, a.quiet)},
+	{"--verbose", NULL, OPT_FLAG, offsetof(SimOpts, verbose)},
 	{"--cost-only", NULL, OPT_FLAG, offsetof(SimOpts, a.cost_only)},
 	{"--calibrate", NULL, OPT_FLAG, offsetof(SimOpts, a.calibrate)},
 	OPT_END,
@@ -64,6 +70,10 @@ static int parse_args(int argc, char **argv, SimOpts *o)
 		return cmd_usage(CMD, "no module folder given");
 	if (!a->outdir)
 		return cmd_usage(CMD, "no --output-dir given");
+	if (a->quiet && o->verbose)
+		return cmd_usage(CMD, "--quiet and --verbose cannot be combined");
+	if (!o->verbose && !isatty(2))
+		a->quiet = true;       /* build messages: terminals, or --verbose */
 	return CMD_OK;
 }
 

@@ -332,9 +332,11 @@ static int check_io(const char *path, const char *at, const cJSON *io, Diag *d)
 	if (!es)
 		return diag_fail(d, "%s: %s.dtype: unsupported dtype \"%s\" ('%s')", path, at, dt->valuestring,
 		                 name->valuestring);
-	if (check_shape(path, at, shape, es, d) != WL_OK)
+	char named[256];                 /* the io's name in every message below */
+	snprintf(named, sizeof named, "%s ('%.120s')", at, name->valuestring);
+	if (check_shape(path, named, shape, es, d) != WL_OK)
 		return WL_ERR;
-	return check_format(path, at, io, d);
+	return check_format(path, named, io, d);
 }
 
 static int check_ios(const char *path, const char *at, const cJSON *prog, const char *key, Diag *d)
@@ -410,6 +412,13 @@ static int check_manifest(const char *path, const cJSON *r, Diag *d)
 	    field(path, "", r, "programs", J_ARR, true, &progs, d) || field(path, "", r, "files", J_ARR, true, &files, d) ||
 	    field(path, "", r, "compile_ms", J_NUM, false, &j, d))
 		return WL_ERR;
+	const cJSON *hw = cJSON_GetObjectItemCaseSensitive(r, "hardware"), *vb;
+	if ((vb = cJSON_GetObjectItemCaseSensitive(hw, "vector_bits")) &&
+	    (!cJSON_IsNumber(vb) || (vb->valuedouble != 128 && vb->valuedouble != 256 && vb->valuedouble != 512)))
+		return diag_fail(d, "%s: hardware.vector_bits: not 128, 256 or 512", path);
+	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(r, "model_sha256");
+	if (ms && (strlen(ms->valuestring) != 64 || strspn(ms->valuestring, "0123456789abcdef") != 64))
+		return diag_fail(d, "%s: model_sha256: not 64 lowercase hex digits", path);
 	cJSON_ArrayForEach(j, fuse)
 		if (!cJSON_IsBool(j))
 			return diag_fail(d, "%s: fuse.%s: not true or false", path, j->string);

@@ -17,6 +17,7 @@
  * `cc -shared` via posix_spawn; (5) manifest.json.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -661,19 +662,50 @@ static int write_weights(Plan *p, const char *dir, Diag *d)
 	return WL_OK;
 }
 
+/* cc -shared -o so obj; its stderr is read through a pipe so that a failure
+ * is one line (the first thing cc or ld said, e.g. "No space left on device"). */
 static int run_cc(const char *so, const char *obj, Diag *d)
 {
 	char *argv[] = {"cc", "-shared", "-o", (char *)so, (char *)obj, NULL};
+	int fds[2];
+	if (pipe(fds) != 0)
+		return diag_fail(d, "%s: pipe: %s", so, strerror(errno));
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+	posix_spawn_file_actions_addclose(&fa, fds[0]);
 	pid_t pid;
-	int e = posix_spawnp(&pid, "cc", NULL, NULL, argv, environ);
-	if (e)
+	int e = posix_spawnp(&pid, "cc", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	if (e) {
+		close(fds[0]);
 		return diag_fail(d, "%s: cannot run cc: %s", so, strerror(e));
+	}
+	char msg[512] = "";
+	size_t got = 0;
+	ssize_t r;
+	char buf[4096];
+	while ((r = read(fds[0], buf, sizeof buf)) != 0) {
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (ssize_t i = 0; i < r && got + 1 < sizeof msg; i++)
+			msg[got++] = buf[i];
+	}
+	msg[got] = 0;
+	close(fds[0]);
 	int st;
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return diag_fail(d, "%s: waitpid: %s", so, strerror(errno));
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return diag_fail(d, "%s: 'cc -shared -o %s %s' failed", so, so, obj);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		msg[strcspn(msg, "\n")] = 0;
+		return diag_fail(d, "%s: 'cc -shared' failed%s%s", so, msg[0] ? ": " : "", msg);
+	}
 	return WL_OK;
 }
 
@@ -770,9 +802,22 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 		}
 	}
 	snprintf(obj, sizeof obj, "%s/module.o", dir);
-	if (LLVMTargetMachineEmitToFile(g.tm, g.mod, obj, LLVMObjectFile, &err)) {
+	/* to memory, then written with checks: LLVM's file output aborts the
+	 * process on a write error (a full disk), before our cleanup can run */
+	LLVMMemoryBufferRef mb = NULL;
+	if (LLVMTargetMachineEmitToMemoryBuffer(g.tm, g.mod, LLVMObjectFile, &err, &mb)) {
 		diag_fail(d, "%s: %s", obj, err);
 		LLVMDisposeMessage(err);
+		goto done;
+	}
+	FILE *of = fopen(obj, "wb");
+	size_t olen = LLVMGetBufferSize(mb);
+	bool wrote = of && fwrite(LLVMGetBufferStart(mb), 1, olen, of) == olen;
+	if (of && fclose(of) != 0)
+		wrote = false;
+	LLVMDisposeMemoryBuffer(mb);
+	if (!wrote) {
+		diag_fail(d, "%s: write failed: %s", obj, strerror(errno));
 		goto done;
 	}
 	snprintf(path, sizeof path, "%s/module.so", dir);

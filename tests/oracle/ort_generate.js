@@ -14,7 +14,8 @@
 // is the argmax of the last row of the logits (first index on ties). No stop
 // at eos: exactly N ids.
 // stdout: the ids, comma-separated. --logits-dir DIR: DIR/step_K.npy, the
-// float32 logits [V] that chose id K (K = 0..N-1).
+// float32 logits [V] that chose id K (K = 0..N-1). stderr: the wall time of the
+// prompt run and the mean of the single-token runs (tokens/s).
 'use strict';
 
 const fs = require('fs');
@@ -67,7 +68,8 @@ async function main() {
 	const step = await ort.InferenceSession.create(path.join(dir, 'decoder_with_past_model.onnx'), opts);
 	if (logitsDir) fs.mkdirSync(logitsDir, {recursive: true});
 	const ids = [];
-	let past = null, pos = 0, feedIds = prompt;
+	let past = null, pos = 0, feedIds = prompt, promptMs = 0;
+	const stepMs = [];
 	for (let k = 0; k < maxNew; k++) {
 		const n = feedIds.length;
 		const feeds = {
@@ -79,7 +81,10 @@ async function main() {
 			feeds['past_key_values.' + i + '.key'] = past['present.' + i + '.key'];
 			feeds['past_key_values.' + i + '.value'] = past['present.' + i + '.value'];
 		}
+		const t0 = process.hrtime.bigint();
 		const out = await (past ? step : first).run(feeds);
+		const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+		if (past) stepMs.push(ms); else promptMs = ms;
 		const lg = out.logits, V = lg.dims[2];
 		const off = (n - 1) * V;
 		const id = argmax(lg.data, off, V);
@@ -90,6 +95,9 @@ async function main() {
 		feedIds = [BigInt(id)];
 	}
 	process.stdout.write(ids.join(',') + '\n');
+	const mean = stepMs.length ? stepMs.reduce((a, b) => a + b, 0) / stepMs.length : 0;
+	process.stderr.write('ort_generate: prompt ' + promptMs.toFixed(3) + ' ms; ' + stepMs.length +
+		' steps, mean ' + mean.toFixed(3) + ' ms (' + (mean ? (1000 / mean).toFixed(1) : '-') + ' tokens/s)\n');
 }
 
 main().catch((e) => die(1, e.message));

@@ -44,7 +44,7 @@ def npy_inputs(refdir, names):
 
 def sim_and_check(a, env, mdir, feeds, ortdir, work, label):
     outs = [f[:-4] for f in sorted(os.listdir(ortdir)) if f.endswith(".npy")]
-    base = [a.wlower, "sim", mdir]
+    base = [a.wlower, "sim", mdir, "--verbose"]
     for f in feeds:
         base += ["--input", f]
     for o in outs:
