@@ -71,13 +71,7 @@ CLASSES = ["onnx", "npy", "tranges", "module", "cli", "fifo", "disk", "clobber",
 # 'known' and do not fail the run; a listed case that passes is reported as
 # 'fixed' and fails the run: remove its pattern when its fix lands.
 KNOWN_FAILING_BY_FIX = {
-    "(b) qc-n: sim does not check the manifest's target, io, kernels, ocm_peak_bytes and hardware "
-    "fields against schedule.json and module.cpp's own tables (exit 0)": [
-        "module/qcn/manifest-target-swap", "module/qcn/manifest-outputs-shape-smaller",
-        "module/qcn/manifest-outputs-shape-larger", "module/qcn/manifest-outputs-shape-rank", "module/qcn/manifest-outputs-dtype-f16",
-        "module/qcn/manifest-outputs-name", "module/qcn/manifest-outputs-extra", "module/qcn/manifest-outputs-none",
-        "module/qcn/manifest-ocm_peak_bytes-*", "module/qcn/manifest-kernels-*", "module/qcn/manifest-hardware-*",
-        "module/qcn/manifest-files-weights.bin-del"],
+    # empty: every case passes (or is ACCEPTED below); list a case here only with the fix it waits for
 }
 # ACCEPTED: cases whose exit 0 is the documented behaviour (docs/FORMATS.md), not a bug:
 ACCEPTED = {

@@ -1,6 +1,7 @@
 /* runner.cpp — the simulated binary's main (API.md, docs/chimera-contracts.md "Runner"):
  *
  *   module_sim DIR --input NAME=F.raw ... --output-dir OUT --counters FILE.json [--progress]
+ *   module_sim --describe          (the io table, one line per io: in|out NAME DTYPE NDIM DIMS...)
  *
  * mmaps DIR/weights.bin (its size must equal weights_bytes), allocates OCM
  * and DDR, reads each input: raw little-endian bytes of the input's dtype and
@@ -146,9 +147,29 @@ void json_str(FILE *f, const char *s)
 
 } // namespace
 
+/* module_sim --describe: the module's own io table, one line per io:
+ *   in|out NAME DTYPE NDIM D0 D1 ...
+ * (wlower sim checks manifest.json against it before running). */
+static int describe(const ccl::Program &P)
+{
+	for (int k = 0; k < 2; k++) {
+		int n = k ? P.noutputs : P.ninputs;
+		const ccl::IO *io = k ? P.outputs : P.inputs;
+		for (int i = 0; i < n; i++) {
+			std::printf("%s %s %s %d", k ? "out" : "in", io[i].name, io[i].dtype, io[i].ndim);
+			for (int j = 0; j < io[i].ndim; j++)
+				std::printf(" %lld", io[i].shape[j]);
+			std::printf("\n");
+		}
+	}
+	return std::fflush(stdout) == 0 && !std::ferror(stdout) ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	const ccl::Program &P = wl_program;
+	if (argc == 2 && std::strcmp(argv[1], "--describe") == 0)
+		return describe(P);
 	std::string dir, outdir, counters;
 	bool progress = false;
 	std::vector<std::pair<std::string, std::string>> inputs;

@@ -658,11 +658,55 @@ static int print_all(const SimArgs *a, const cJSON *man, const SimSchedule *s, S
 	return stdout_check(d);
 }
 
+/* manifest.json against schedule.json (whose sha256 the manifest's files
+ * list has just checked): the same target, hardware, kernel count, OCM peak,
+ * and a weights.bin entry of the schedule's size. */
+static int check_against_schedule(const char *dir, const cJSON *man, const SimSchedule *s, Diag *d)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	const cJSON *tg = get(man, "target"), *hw = get(man, "hardware");
+	if (!cJSON_IsString(tg) || strcmp(tg->valuestring, s->target) != 0)
+		return diag_fail(d, "%s: target: not \"%s\", the target schedule.json was made for", path, s->target);
+	cJSON *want = chimera_config_json(&s->cfg);
+	const cJSON *w;
+	int rc = WL_OK;
+	cJSON_ArrayForEach(w, want) {
+		const cJSON *g = get(hw, w->string);
+		if (!cJSON_IsNumber(g) || g->valuedouble != w->valuedouble) {
+			rc = diag_fail(d, "%s: hardware.%s: not %.17g, the value schedule.json was made for", path, w->string,
+			               w->valuedouble);
+			break;
+		}
+	}
+	cJSON_Delete(want);
+	if (rc != WL_OK)
+		return rc;
+	const cJSON *prog = cJSON_GetArrayItem(get(man, "programs"), 0);
+	const cJSON *nk = get(prog, "kernels"), *op = get(prog, "ocm_peak_bytes");
+	if (!cJSON_IsNumber(nk) || nk->valuedouble != s->nk)
+		return diag_fail(d, "%s: programs[0].kernels: not %d, the kernels of schedule.json", path, s->nk);
+	if (!cJSON_IsNumber(op) || op->valuedouble != (double)s->ocm_peak)
+		return diag_fail(d, "%s: programs[0].ocm_peak_bytes: not %llu, schedule.json's OCM peak", path,
+		                 (unsigned long long)s->ocm_peak);
+	const cJSON *f;
+	cJSON_ArrayForEach(f, get(man, "files")) {
+		const cJSON *nm = get(f, "name"), *b = get(f, "bytes");
+		if (cJSON_IsString(nm) && !strcmp(nm->valuestring, "weights.bin")) {
+			if (!cJSON_IsNumber(b) || b->valuedouble != (double)s->weights_bytes)
+				return diag_fail(d, "%s: files: weights.bin is not %llu bytes, schedule.json's weights", path,
+				                 (unsigned long long)s->weights_bytes);
+			return WL_OK;
+		}
+	}
+	return diag_fail(d, "%s: files: no weights.bin entry (the module reads one)", path);
+}
+
 /* Everything read and checked before any work (see the top of the file). */
 static int check_all(const SimArgs *a, cJSON **man, SimSchedule *s, RTensor *in, RTensor *ref, Diag *d)
 {
 	if (manifest_read(a->dir, man, d) != WL_OK || check_files(a->dir, *man, d) != WL_OK ||
-	    sim_schedule_read(a->dir, s, d) != WL_OK)
+	    sim_schedule_read(a->dir, s, d) != WL_OK || check_against_schedule(a->dir, *man, s, d) != WL_OK)
 		return WL_ERR;
 	if (a->cost_only)
 		return WL_OK;
@@ -672,8 +716,85 @@ static int check_all(const SimArgs *a, cJSON **man, SimSchedule *s, RTensor *in,
 	return WL_OK;
 }
 
+/* The module's own io table (module_sim --describe) against manifest.json:
+ * the same inputs and outputs, names, dtypes and shapes, in order. */
+static int check_module_io(const char *exe, const char *dir, const cJSON *man, Diag *d)
+{
+	int po[2];
+	if (pipe(po) != 0)
+		return diag_fail(d, "pipe: %s", strerror(errno));
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addclose(&fa, po[0]);
+	posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+	posix_spawn_file_actions_addclose(&fa, po[1]);
+	posix_spawnattr_t sa;
+	sim_spawnattr_init(&sa);
+	char *argv[] = {(char *)exe, "--describe", NULL};
+	pid_t pid;
+	int rc = posix_spawn(&pid, exe, &fa, &sa, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&sa);
+	close(po[1]);
+	if (rc != 0) {
+		close(po[0]);
+		return diag_fail(d, "%s: cannot run it: %s", exe, strerror(rc));
+	}
+	tmp_child_add(pid);
+	char buf[65536];
+	size_t n = 0;
+	ssize_t r;
+	while (n + 1 < sizeof buf && (r = read(po[0], buf + n, sizeof buf - 1 - n)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = 0;
+	close(po[0]);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	tmp_child_remove(pid);
+	char path[4096], want[65536];
+	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	size_t k = 0;
+	for (int io = 0; io < 2; io++) {
+		const cJSON *e;
+		cJSON_ArrayForEach(e, get(cJSON_GetArrayItem(get(man, "programs"), 0), io ? "outputs" : "inputs")) {
+			const cJSON *nm = get(e, "name"), *dt = get(e, "dtype"), *sh = get(e, "shape"), *x;
+			k += (size_t)snprintf(want + k, sizeof want - k, "%s %s %s %d", io ? "out" : "in",
+			                      cJSON_IsString(nm) ? nm->valuestring : "?", cJSON_IsString(dt) ? dt->valuestring : "?",
+			                      cJSON_GetArraySize(sh));
+			cJSON_ArrayForEach(x, sh)
+				k += (size_t)snprintf(want + k, sizeof want - k, " %lld", (long long)x->valuedouble);
+			k += (size_t)snprintf(want + k, sizeof want - k, "\n");
+			if (k >= sizeof want)
+				return diag_fail(d, "%s: too many inputs and outputs", path);
+		}
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return diag_fail(d, "%s: the built module could not describe its inputs and outputs", exe);
+	if (strcmp(buf, want) != 0) {
+		/* name the first io that differs */
+		const char *a = buf, *b = want;
+		while (*a && *a == *b) {
+			a++;
+			b++;
+		}
+		while (b > want && b[-1] != '\n')
+			b--;
+		while (a > buf && a[-1] != '\n')
+			a--;
+		return diag_fail(d, "%s: programs[0]: '%.*s' is not what module.cpp was compiled for ('%.*s')", path,
+		                 (int)strcspn(b, "\n"), b, (int)strcspn(a, "\n"), a);
+	}
+	return WL_OK;
+}
+
 /* Build, run, counters, comparisons: into od->tmp. */
-static int simulate(const SimArgs *a, const SimSchedule *s, const OutputDir *od, const RTensor *in,
+static int simulate(const SimArgs *a, const cJSON *man, const SimSchedule *s, const OutputDir *od, const RTensor *in,
                     const RTensor *ref, SimCompare *cmp, Diag *d)
 {
 	size_t n = strlen(od->tmp) + 16;
@@ -683,6 +804,7 @@ static int simulate(const SimArgs *a, const SimSchedule *s, const OutputDir *od,
 	snprintf(counters, n, "%s/counters.json", od->tmp);
 	int rc = WL_ERR;
 	if (write_raw_inputs(od->tmp, a, in, d) != WL_OK || sim_build(a->dir, a->quiet, &exe, d) != WL_OK ||
+	    check_module_io(exe, a->dir, man, d) != WL_OK ||
 	    run_module(exe, a, od->tmp, counters, d) != WL_OK || check_counters(counters, s, d) != WL_OK)
 		goto out;
 	remove_raw_inputs(od->tmp, a->nin);
@@ -713,7 +835,7 @@ int sim_run(const SimArgs *ap, Diag *dg)
 	int status = WL_ERR;
 	if (check_all(a, &man, &s, in, ref, &d) != WL_OK || output_dir_begin(&od, a->outdir, &d) != WL_OK)
 		goto fail;
-	if (!a->cost_only && simulate(a, &s, &od, in, ref, cmp, &d) != WL_OK)
+	if (!a->cost_only && simulate(a, man, &s, &od, in, ref, cmp, &d) != WL_OK)
 		goto fail;
 	cost_model(&s.cfg, &cost_default_params, s.k, s.nk, &r);
 	have_r = true;

@@ -100,8 +100,9 @@ for name, data in files.items():
         f.write(data)
 manifest = {
     "format": "wlower-module", "version": 1, "wlower_version": "0.1.0", "model": "tests/tiny.onnx",
-    "target": "qc-p", "hardware": {}, "fuse": {}, "passes": [],
-    "programs": [{"name": "main",
+    "target": "qc-p", "hardware": dict(schedule["config"]), "fuse": {}, "passes": [],
+    "programs": [{"name": "main", "kernels": len(schedule["kernels"]),
+                  "ocm_peak_bytes": schedule["ocm_peak_bytes"],
                   "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 8], "format": "fixed", "frac_bits": 16}],
                   "outputs": [{"name": "y", "dtype": "float32", "shape": [1, 4], "format": "fixed", "frac_bits": 16}],
                   "op_counts": {"Relu": 1, "ai.wlower.MatMulNBits": 1}}],

@@ -44,6 +44,17 @@ static void write_npy(const std::string &path, const float *v, const ccl::IO &io
 int main(int argc, char **argv)
 {
 	const ccl::Program &p = wl_program;
+	if (argc == 2 && std::string(argv[1]) == "--describe") {   /* the io table, as the real runner */
+		for (int k = 0; k < 2; k++)
+			for (int i = 0; i < (k ? p.noutputs : p.ninputs); i++) {
+				const ccl::IO &io = k ? p.outputs[i] : p.inputs[i];
+				std::printf("%s %s %s %d", k ? "out" : "in", io.name, io.dtype, io.ndim);
+				for (int j = 0; j < io.ndim; j++)
+					std::printf(" %lld", io.shape[j]);
+				std::printf("\n");
+			}
+		return 0;
+	}
 	std::string dir, out, counters;
 	std::vector<std::pair<std::string, std::string>> ins;
 	bool progress = false;
