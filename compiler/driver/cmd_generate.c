@@ -227,14 +227,10 @@ static int cache_key(const GenArgs *a, char key[65], Diag *d)
 			}
 			continue;
 		}
-		MappedFile f;
-		if (file_map(path, &f, d) != WL_OK) {
+		if (file_sha256_hex(path, hex, d) != WL_OK) {
 			free(txt);
 			return WL_ERR;
 		}
-		sha256_hex(f.addr ? f.addr : "", f.len, hex);
-		if (f.addr)
-			file_unmap(&f);
 		len += (size_t)snprintf(txt + len, cap - len, "%s %s\n", files[i], hex);
 	}
 	sha256_hex(txt, len, key);

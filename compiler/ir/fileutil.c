@@ -148,6 +148,17 @@ void atomic_abort(AtomicFile *af)
 	memset(af, 0, sizeof *af);
 }
 
+int file_sha256_hex(const char *path, char out[65], Diag *d)
+{
+	MappedFile f;
+	if (file_map(path, &f, d) != WL_OK)
+		return WL_ERR;
+	sha256_hex(f.addr ? f.addr : "", f.len, out);
+	if (f.addr)
+		file_unmap(&f);
+	return WL_OK;
+}
+
 void sha256_hex(const void *data, size_t len, char out[65])
 {
 	unsigned char md[32];

@@ -97,6 +97,8 @@ int remove_tree(const char *path);
 
 /* SHA-256 (hex, 64 chars + NUL). */
 void sha256_hex(const void *data, size_t len, char out[65]);
+/* SHA-256 of a whole file (mapped, not copied); errors name the file. */
+int file_sha256_hex(const char *path, char out[65], Diag *d);
 
 /* CLOCK_MONOTONIC in milliseconds (timings and progress). */
 double wl_now_ms(void);

@@ -152,7 +152,7 @@ cJSON *manifest_hardware(Manifest *mf) { return mf->hardware; }
 cJSON *manifest_program(Manifest *mf) { return mf->program; }
 cJSON *manifest_root(Manifest *mf) { return mf->root; }
 
-int manifest_add_file(Manifest *mf, const char *dir, const char *name, Diag *d)
+int files_add_entry(cJSON *files, const char *dir, const char *name, Diag *d)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -165,10 +165,15 @@ int manifest_add_file(Manifest *mf, const char *dir, const char *name, Diag *d)
 	cJSON_AddStringToObject(e, "name", name);
 	cJSON_AddNumberToObject(e, "bytes", (double)f.len);
 	cJSON_AddStringToObject(e, "sha256", hex);
-	cJSON_AddItemToArray(mf->files, e);
+	cJSON_AddItemToArray(files, e);
 	if (f.addr)
 		file_unmap(&f);
 	return WL_OK;
+}
+
+int manifest_add_file(Manifest *mf, const char *dir, const char *name, Diag *d)
+{
+	return files_add_entry(mf->files, dir, name, d);
 }
 
 void manifest_free(Manifest *mf)

@@ -50,6 +50,9 @@ cJSON *manifest_program(Manifest *mf);
 cJSON *manifest_root(Manifest *mf);
 /* Records DIR/name (size + sha256 of its bytes as now on disk). */
 int manifest_add_file(Manifest *mf, const char *dir, const char *name, Diag *d);
+/* The same entry {"name", "bytes", "sha256"} appended to any "files" array
+ * (pipeline.json lists its programs' files this way). */
+int files_add_entry(cJSON *files, const char *dir, const char *name, Diag *d);
 /* Sets compile_ms, writes DIR/manifest.json atomically, frees mf. */
 int manifest_write(Manifest *mf, const char *dir, Diag *d);
 void manifest_free(Manifest *mf);

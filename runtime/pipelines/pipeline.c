@@ -20,25 +20,6 @@ int json_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, const char
 	return WL_OK;
 }
 
-int pipeline_add_file(cJSON *files, const char *dir, const char *rel, Diag *d)
-{
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s", dir, rel);
-	MappedFile f;
-	if (file_map(path, &f, d) != WL_OK)
-		return WL_ERR;
-	char hex[65];
-	sha256_hex(f.addr ? f.addr : "", f.len, hex);
-	cJSON *e = cJSON_CreateObject();
-	cJSON_AddStringToObject(e, "name", rel);
-	cJSON_AddNumberToObject(e, "bytes", (double)f.len);
-	cJSON_AddStringToObject(e, "sha256", hex);
-	cJSON_AddItemToArray(files, e);
-	if (f.addr)
-		file_unmap(&f);
-	return WL_OK;
-}
-
 int pipeline_add_module(cJSON *files, const char *dir, const char *sub, Diag *d)
 {
 	char mdir[4096], rel[4096];
@@ -53,12 +34,12 @@ int pipeline_add_module(cJSON *files, const char *dir, const char *sub, Diag *d)
 		if (!cJSON_IsString(nm))
 			continue;
 		snprintf(rel, sizeof rel, "%s/%s", sub, nm->valuestring);
-		if ((rc = pipeline_add_file(files, dir, rel, d)) != WL_OK)
+		if ((rc = files_add_entry(files, dir, rel, d)) != WL_OK)
 			break;
 	}
 	cJSON_Delete(man);
 	snprintf(rel, sizeof rel, "%s/manifest.json", sub);
-	return rc == WL_OK ? pipeline_add_file(files, dir, rel, d) : rc;
+	return rc == WL_OK ? files_add_entry(files, dir, rel, d) : rc;
 }
 
 /* One listed file against the disk: a regular file of that size and sha256. */
@@ -82,13 +63,9 @@ static int verify_file(const char *dir, const char *file, const cJSON *e, int i,
 	if ((int64_t)st.st_size != bytes)
 		return diag_fail(d, "%s: %lld bytes, %s says %lld (altered or truncated)", path, (long long)st.st_size,
 		                 file, (long long)bytes);
-	MappedFile f;
-	if (file_map(path, &f, d) != WL_OK)
-		return WL_ERR;
 	char hex[65];
-	sha256_hex(f.addr ? f.addr : "", f.len, hex);
-	if (f.addr)
-		file_unmap(&f);
+	if (file_sha256_hex(path, hex, d) != WL_OK)
+		return WL_ERR;
 	if (strcmp(hex, sh->valuestring) != 0)
 		return diag_fail(d, "%s: sha256 differs from %s (the file was altered)", path, file);
 	return WL_OK;

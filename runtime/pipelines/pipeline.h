@@ -36,8 +36,6 @@
  * NULL), and every listed file's size and sha256 against the disk (a missing
  * or altered program is an error naming the file). *out: the parsed JSON. */
 int pipeline_read(const char *dir, const char *kind, cJSON **out, Diag *d);
-/* Adds {"name": rel, "bytes", "sha256"} of DIR/rel to the array `files`. */
-int pipeline_add_file(cJSON *files, const char *dir, const char *rel, Diag *d);
 /* Adds every file of the module directory DIR/sub (its manifest's "files"
  * and manifest.json itself) to `files`. */
 int pipeline_add_module(cJSON *files, const char *dir, const char *sub, Diag *d);

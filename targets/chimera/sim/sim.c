@@ -140,13 +140,9 @@ static int check_files(const char *dir, const cJSON *man, Diag *d)
 		if ((double)st.st_size != b->valuedouble)
 			return diag_fail(d, "%s: %lld bytes, the manifest says %.0f (the module folder was modified)",
 			                 path, (long long)st.st_size, b->valuedouble);
-		MappedFile f;
-		if (file_map(path, &f, d) != WL_OK)
-			return WL_ERR;
 		char hex[65];
-		sha256_hex(f.addr ? f.addr : "", f.len, hex);
-		if (f.addr)
-			file_unmap(&f);
+		if (file_sha256_hex(path, hex, d) != WL_OK)
+			return WL_ERR;
 		if (strcmp(hex, h->valuestring))
 			return diag_fail(d, "%s: sha256 differs from the manifest's (the module folder was modified)", path);
 		if (!strcmp(n->valuestring, "module.cpp"))
