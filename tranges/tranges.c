@@ -225,6 +225,10 @@ static int parse(const char *path, const char *buf, size_t len, TRanges **out, D
 		diag_fail(d, "%s: \"tensors\" is missing or not an object", path);
 		goto out;
 	}
+	if (samples && !(samples->valuedouble >= 0 && samples->valuedouble <= 9e15)) {
+		diag_fail(d, "%s: \"samples\" is not a count in 0..9e15", path);
+		goto out;
+	}
 	tr = tranges_new(cJSON_IsString(model) ? model->valuestring : NULL,
 	                 samples ? (int64_t)samples->valuedouble : 0);
 	tr->path = wl_xstrdup(path);
