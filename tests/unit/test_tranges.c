@@ -144,6 +144,12 @@ START_TEST(errors)
 	expect_error("{\"format\": \"wlower-tranges\", \"version\": 2, \"tensors\": {}}", "unsupported tranges version 2");
 	expect_error("{\"format\": \"wlower-tranges\", \"version\": 1}", "\"tensors\" is missing");
 	expect_error("{\"format\": \"wlower-tranges\", \"version\": 1, \"samples\": -3, \"tensors\": {}}", "\"samples\"");
+	/* fuzz_tranges found this one: a huge count was cast to int64 (UB). */
+	expect_error("{\"format\": \"wlower-tranges\", \"version\": 1, \"samples\": 8.9e114, \"tensors\": {}}",
+	             "\"samples\" is not a count in 0..9e15");
+	expect_error("{\"format\": \"wlower-tranges\", \"version\": 1, \"samples\": 1e300, \"tensors\": {\"t\": {\"min\": 0, \"max\": 1}}}",
+	             "\"samples\" is not a count");
+	expect_error("{\"format\": \"wlower-tranges\", \"version\": 1, \"samples\": 2.5, \"tensors\": {}}", "\"samples\" is not a non-negative integer");
 	expect_error("{\"format\": \"wlower-tranges\", \"version\": 1, \"tensors\": {\"t\": 3}}", "tensor 't': expected");
 	expect_error("{\"format\": \"wlower-tranges\", \"version\": 1, \"tensors\": {\"t\": {\"max\": 1}}}",
 	             "tensor 't': no \"min\"");
