@@ -9,6 +9,7 @@
  *   cmd_sim.c        wlower sim
  *   cmd_pipeline.c   wlower SRC --pipeline KIND (a pipeline directory of programs)
  *   cmd_generate.c   wlower generate (the LLM loop on a pipeline directory)
+ *   cmd_tokenize.c   wlower tokenize (a tokenizer.json on text or ids)
  *   options.c        the helpers below, shared by the commands
  *
  * main() calls cmd_X(argc - 1, argv + 1): argv[0] is the command's name
@@ -28,6 +29,7 @@ int cmd_calibrate(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 /* cmd_pipeline.c: `wlower SRC --pipeline KIND --target T -o OUT` (called by
  * cmd_compile with the options it parsed). */
@@ -110,6 +112,9 @@ int cmd_bindings(const char *cmd, const char *opt, const OptList *l, const char 
 	             offsetof(__typeof__(**(out)), file), (out))
 /* Default thread count: the online CPUs (at least 1). */
 int cmd_default_threads(void);
+/* "1,2,3" → non-negative ids (*ids malloc'ed, freed by the caller even on
+ * error); anything else is a usage error naming opt. */
+int cmd_parse_ids(const char *cmd, const char *opt, const char *s, int64_t **ids, int *n);
 /* "float32[1,80,3000]" / "int64[batch,4]" for a graph value's declared type. */
 const char *cmd_describe_value(const Value *v, char *buf, size_t n);
 

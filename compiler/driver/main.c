@@ -17,6 +17,7 @@ static const struct {
 	{"quantize", cmd_quantize},
 	{"sim", cmd_sim},
 	{"generate", cmd_generate},
+	{"tokenize", cmd_tokenize},
 };
 
 static int finish(const char *cmd, int rc)

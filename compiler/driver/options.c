@@ -238,6 +238,26 @@ int cmd_default_threads(void)
 	return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
+int cmd_parse_ids(const char *cmd, const char *opt, const char *s, int64_t **ids, int *n)
+{
+	int cap = 16;
+	*n = 0;
+	*ids = wl_xmalloc((size_t)cap * sizeof **ids);
+	for (const char *p = s;;) {
+		char *end;
+		errno = 0;
+		long long v = strtoll(p, &end, 10);
+		if (end == p || v < 0 || errno || (*end && *end != ','))
+			return cmd_usage(cmd, "%s '%s': expected non-negative ids separated by commas", opt, s);
+		if (*n == cap && !(*ids = realloc(*ids, (size_t)(cap *= 2) * sizeof **ids)))
+			wl_die(__FILE__, __LINE__, "out of memory");
+		(*ids)[(*n)++] = v;
+		if (!*end)
+			return CMD_OK;
+		p = end + 1;
+	}
+}
+
 const char *cmd_describe_value(const Value *v, char *buf, size_t n)
 {
 	const Type *t = &v->type;

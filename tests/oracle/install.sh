@@ -1,6 +1,7 @@
 #!/bin/sh
-# install.sh — install the ONNX Runtime oracle (onnxruntime-node 1.30.0, CPU
-# library for Linux x64) into tests/oracle/node_modules, once.
+# install.sh — install the oracles into tests/oracle/node_modules, once:
+# ONNX Runtime (onnxruntime-node 1.30.0, CPU library for Linux x64) and
+# Hugging Face's tokenizers.js (@huggingface/tokenizers 0.2.0, pure JS).
 #
 # node and npm come from the machine; on a Debian 12 without them this
 # installs Debian's `nodejs npm` (node 18, which loads the N-API v6 binding).
@@ -38,6 +39,20 @@ if ! have_version; then
 	fi
 	if ! have_version; then
 		echo "oracle/install.sh: FAILED: onnxruntime-node@$VERSION is not in $here/node_modules after npm install" >&2
+		exit 1
+	fi
+fi
+
+TOKVER=0.2.0
+have_tok() {
+	node -e 'const p=require(process.argv[1]); if (p.version !== process.argv[2]) process.exit(1)' \
+		"$here/node_modules/@huggingface/tokenizers/package.json" "$TOKVER" 2>/dev/null
+}
+if ! have_tok; then
+	echo "oracle/install.sh: npm install --ignore-scripts @huggingface/tokenizers@$TOKVER" >&2
+	if ! npm install --ignore-scripts --no-audit --no-fund --no-save --no-package-lock \
+			"onnxruntime-node@$VERSION" "@huggingface/tokenizers@$TOKVER" >&2 || ! have_tok; then
+		echo "oracle/install.sh: FAILED: npm install @huggingface/tokenizers@$TOKVER" >&2
 		exit 1
 	fi
 fi

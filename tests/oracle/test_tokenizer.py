@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""`wlower tokenize` against Hugging Face's tokenizers.js (the oracle,
+tests/oracle/tokenizer_check.js) on the three tokenizer.json layouts of
+tests/oracle/make_tokenizers.py (Llama 2 SentencePiece-BPE with byte
+fallback, Qwen2 byte-level BPE with its regex split and NFC, Metaspace with
+Digits): every text's ids with and without the special template, and the
+text of every id list (the encodings, byte-fallback fragments that do not
+form UTF-8, special tokens with and without --skip-special). Then the
+one-line errors on bad files.
+
+usage: test_tokenizer.py WLOWER WORKDIR
+"""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+TEXTS = [
+    "Hello world",
+    "And so my fellow Americans, ask not what your country can do for you.",
+    "  leading spaces and   inner   runs  ",
+    "line one\nline two\r\n\n\ttabbed",
+    "Isn't it? They're here; we'll go. I'M SHOUTING'S",
+    "Numbers 3.14159 and 2026-12-02 and 1234567890",
+    "Café naïve résumé — déjà vu",
+    "decomposed e\u0301 vs composed \u00e9",
+    "日本語のテキスト and emoji 😀👍🏽",
+    "<s>special</s> inside <unk> text",
+    "<|im_start|>user\nHi there!<|im_end|>\n<|im_start|>assistant\n",
+    "<bos><bos>twice",
+    "x",
+    " ",
+    "",
+    "punctuation!!! ??? ... ,,, ;;; ''' \"quoted\"",
+]
+
+
+def run(cmd):
+    """stdout and stderr as text, bytes kept exactly (no newline translation)."""
+    r = subprocess.run(cmd, capture_output=True, timeout=120)
+    r.stdout = r.stdout.decode("utf-8", "replace")
+    r.stderr = r.stderr.decode("utf-8", "replace")
+    return r
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    wlower, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    r = subprocess.run(["sh", os.path.join(HERE, "install.sh")], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stderr)
+        print("tokenizer: 0 passed, 1 failed (the oracle could not be installed)")
+        return 1
+    r = run(["/usr/bin/python3", os.path.join(HERE, "make_tokenizers.py"), work])
+    if r.returncode != 0:
+        print(r.stderr)
+        return 1
+    passed = failed = 0
+
+    def check(ok, what):
+        nonlocal passed, failed
+        if ok:
+            passed += 1
+        else:
+            failed += 1
+            print("FAIL:", what)
+
+    for name in ("llama", "qwen2", "metaspace"):
+        tok = os.path.join(work, name + ".json")
+        ours_enc = []
+        for t in TEXTS:
+            got = {}
+            for key, extra in (("special", []), ("plain", ["--no-special"])):
+                r = run([wlower, "tokenize", "--tokenizer", tok] + extra + ["--", t] if t.startswith("-")
+                        else [wlower, "tokenize", "--tokenizer", tok] + extra + [t])
+                if r.returncode != 0:
+                    got[key] = "exit %d: %s" % (r.returncode, r.stderr.strip())
+                else:
+                    line = r.stdout.rstrip("\n")
+                    got[key] = [int(x) for x in line.split(",")] if line else []
+            ours_enc.append(got)
+        # id lists to decode: every encoding, plus byte-fallback fragments
+        ids = [e["special"] for e in ours_enc if isinstance(e["special"], list) and e["special"]]
+        vocab = json.load(open(tok, encoding="utf-8"))["model"]["vocab"]
+        if "<0xE6>" in vocab:
+            b = lambda x: vocab["<0x%02X>" % x]
+            ids += [[b(0xE6), b(0x97)], [vocab["▁"], b(0xE6), b(0x97), b(0xA5), b(0xFF)], [b(0xC3)], [1, b(0x41), 2]]
+        cases = os.path.join(work, name + ".cases.json")
+        with open(cases, "w", encoding="utf-8") as f:
+            json.dump({"texts": TEXTS, "ids": ids}, f, ensure_ascii=False)
+        r = run(["node", os.path.join(HERE, "tokenizer_check.js"), tok, cases])
+        if r.returncode != 0:
+            check(False, "%s: tokenizers.js failed: %s" % (name, r.stderr.strip()[-400:]))
+            continue
+        ref = json.loads(r.stdout)
+        for t, want, got in zip(TEXTS, ref["encode"], ours_enc):
+            for key in ("special", "plain"):
+                check(want[key] == got[key], "%s encode%s %r: tokenizers.js %s, wlower %s" %
+                      (name, "" if key == "special" else " --no-special", t, want[key], got[key]))
+        for lst, want in zip(ids, ref["decode"]):
+            arg = ",".join(str(i) for i in lst)
+            for key, extra in (("text", []), ("skip", ["--skip-special"])):
+                r = run([wlower, "tokenize", "--tokenizer", tok, "--decode", arg] + extra)
+                got = r.stdout[:-1] if r.returncode == 0 and r.stdout.endswith("\n") else "exit %d: %s" % (
+                    r.returncode, r.stderr.strip())
+                check(got == want[key], "%s decode%s %s: tokenizers.js %r, wlower %r" %
+                      (name, " --skip-special" if key == "skip" else "", arg, want[key], got))
+
+    # bad input: one line naming the file, exit 1 (usage errors exit 2)
+    llama = os.path.join(work, "llama.json")
+    tj = json.load(open(llama, encoding="utf-8"))
+
+    def bad(label, obj, text, want, raw=None):
+        p = os.path.join(work, "bad-%s.json" % label)
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(raw if raw is not None else json.dumps(obj, ensure_ascii=False))
+        r = run([wlower, "tokenize", "--tokenizer", p, text])
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and len(lines) == 1 and p in lines[0] and want in lines[0] and not r.stdout,
+              "bad %s: exit %d, stderr %r" % (label, r.returncode, r.stderr))
+
+    bad("truncated", None, "hi", "not a tokenizer.json", raw=json.dumps(tj)[:500])
+    bad("empty", None, "hi", "not a tokenizer.json", raw="")
+    t2 = json.loads(json.dumps(tj)); t2["model"]["type"] = "WordPiece"
+    bad("model", t2, "hi", "model type 'WordPiece' is not supported")
+    t2 = json.loads(json.dumps(tj)); t2["model"]["merges"].append("▁zz qq")
+    bad("merge", t2, "hi", "is not in the vocabulary")
+    t2 = json.loads(json.dumps(tj)); t2["normalizer"] = {"type": "Lowercase"}
+    bad("normalizer", t2, "hi", "normalizer 'Lowercase' is not supported")
+    t2 = json.loads(json.dumps(tj)); t2["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "(["},
+                                                           "behavior": "Isolated", "invert": False}
+    bad("regex", t2, "hi", "pattern does not compile")
+    t2 = json.loads(json.dumps(tj)); t2["model"]["byte_fallback"] = False; t2["model"]["unk_token"] = None
+    bad("nounk", t2, "日", "has no token")
+    r = run([wlower, "tokenize", "--tokenizer", llama, "--decode", "999999"])
+    check(r.returncode == 1 and "id 999999 is not in the vocabulary" in r.stderr, "decode of an unknown id: %r" % r.stderr)
+    r = run([wlower, "tokenize", "--tokenizer", llama, "--decode", "1,x"])
+    check(r.returncode == 2 and "--decode '1,x'" in r.stderr, "decode of a bad list: %r" % r.stderr)
+    r = run([wlower, "tokenize", "--tokenizer", os.path.join(work, "missing.json"), "hi"])
+    check(r.returncode == 1 and "missing.json" in r.stderr, "missing file: %r" % r.stderr)
+    r = subprocess.run([wlower.encode(), b"tokenize", b"--tokenizer", llama.encode(), b"ab\xff\xfe"],
+                       capture_output=True, timeout=60)
+    check(r.returncode == 1 and b"not valid UTF-8" in r.stderr, "text that is not UTF-8: %r" % r.stderr)
+
+    print("tokenizer: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
