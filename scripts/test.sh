@@ -3,14 +3,14 @@
 #   1. build/       debugoptimized (IR verifier after every pass): unit, lit, conformance
 #   2. build-asan/  the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   3. build-fuzz/  libFuzzer (clang) on the binary importer, the text parser,
-#                   the .npy, .tranges and manifest readers, bounded time
+#                   the .npy, .tranges, manifest and tokenizer.json readers, bounded time
 #                   (FUZZ_SECONDS, default 30 each), corpora seeded by
 #                   tests/fuzz/seed.sh (libonnx-testdata and small generated files)
 # Ends with one line "N passed, M failed" and exits non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.."
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
-FUZZ_TARGETS="import text npy tranges manifest"
+FUZZ_TARGETS="import text npy tranges manifest tokenizer"
 passed=0
 failed=0
 fail() { echo "test.sh: FAILED: $*"; failed=$((failed + 1)); }
@@ -53,7 +53,7 @@ if ninja -C build-fuzz $(for t in $FUZZ_TARGETS; do printf 'fuzz_%s ' $t; done) 
 	sh tests/fuzz/seed.sh build/wlower build-fuzz/corpus
 	for t in $FUZZ_TARGETS; do
 		mkdir -p "build-fuzz/corpus-$t-new"
-		if ./build-fuzz/fuzz_$t -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=4096 \
+		if FUZZ_TOKENIZER_DIR=build-fuzz/corpus/tokenizer ./build-fuzz/fuzz_$t -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=4096 \
 			-print_final_stats=1 "build-fuzz/corpus-$t-new" "build-fuzz/corpus/$t" \
 			>"build-fuzz/fuzz_$t.log" 2>&1; then
 			echo "fuzz_$t: ok ($(grep -m1 stat::number_of_executed_units "build-fuzz/fuzz_$t.log" | awk '{print $2}') runs)"

@@ -2,7 +2,8 @@
 # seed.sh WLOWER OUTDIR — fuzz corpora: the binary models of libonnx-testdata
 # (import/) and their textual form printed by wlower (text/); small valid and
 # near-valid .npy files (npy/), .tranges files (tranges/) and host module
-# manifests (manifest/; fuzz_manifest's scratch weights.bin is bytes 0..63).
+# manifests (manifest/; fuzz_manifest's scratch weights.bin is bytes 0..63) and
+# tokenizer.json files with texts (tokenizer/).
 # Each corpus is made once (skipped when its folder is not empty).
 set -eu
 WLOWER=$1
@@ -67,4 +68,14 @@ put("manifest", "1.json", json.dumps(dict(m, hardware={"cpu": "x86-64-v3", "feat
 put("manifest", "2.json", json.dumps(dict(m, target="qc-p")).encode())
 put("manifest", "3.json", json.dumps(dict(m, files=[fe("weights.bin", w), fe("module.so", w)])).encode())
 PY
+fi
+# tokenizer: the three tokenizer.json layouts of tests/oracle/make_tokenizers.py
+# (fuzz_tokenizer also encodes non-JSON inputs with llama.json and qwen2.json
+# of this folder) and a few texts
+mkdir -p "$OUT/tokenizer"
+if [ -z "$(ls -A "$OUT/tokenizer")" ]; then
+	/usr/bin/python3 "$(dirname "$0")/../oracle/make_tokenizers.py" "$OUT/tokenizer"
+	printf 'Hello world, 1234!' >"$OUT/tokenizer/t0.txt"
+	printf ' <s>Caf\303\251 \346\227\245 \360\237\230\200\n\t  x' >"$OUT/tokenizer/t1.txt"
+	printf '<|im_start|>user\r\nhi<|im_end|>' >"$OUT/tokenizer/t2.txt"
 fi
