@@ -110,6 +110,14 @@ int cmd_bindings(const char *cmd, const char *opt, const OptList *l, const char 
 #define CMD_BINDINGS(cmd, opt, l, dup_fmt, out) \
 	cmd_bindings(cmd, opt, l, dup_fmt, sizeof **(out), offsetof(__typeof__(**(out)), name), \
 	             offsetof(__typeof__(**(out)), file), (out))
+/* Samples files (calibrate, quantize --int8): the first axis of `all`
+ * indexes samples, [S, *input] or, when the input's first dim is 1,
+ * [S, *input[1:]]. Sets view to sample 0 (data into all; dtype, shape) and
+ * stride to bytes per sample; a shape that fits neither is an error naming
+ * file, input and model. */
+struct RTensor;
+int cmd_sample_view(const struct RTensor *all, const Value *input, const char *file, const char *name,
+                    const char *model, struct RTensor *view, size_t *stride, Diag *d);
 /* Default thread count: the online CPUs (at least 1). */
 int cmd_default_threads(void);
 /* "float32[1,80,3000]" / "int64[batch,4]" for a graph value's declared type. */
