@@ -5,7 +5,8 @@
  *   cmd_compile.c    wlower MODEL ...  (compile; --target writes a module directory)
  *   cmd_run.c        wlower run
  *   cmd_calibrate.c  wlower calibrate
- *   cmd_quantize.c   wlower quantize
+ *   cmd_quantize.c   wlower quantize (4-bit MatMulNBits)
+ *   cmd_quantize_int8.c  wlower quantize --int8 (static int8 PTQ, ONNX QDQ)
  *   cmd_sim.c        wlower sim
  *   cmd_pipeline.c   wlower SRC --pipeline KIND (a pipeline directory of programs)
  *   cmd_generate.c   wlower generate (the LLM loop on a pipeline directory)
@@ -27,6 +28,7 @@ int cmd_compile(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_quantize_int8(int argc, char **argv);   /* cmd_quantize_int8.c: quantize --int8 */
 int cmd_sim(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
