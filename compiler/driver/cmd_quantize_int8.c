@@ -132,6 +132,8 @@ typedef struct Names { char **v; bool *used; int n, cap; } Names;
 static int names_add(Names *l, const char *opt, const char *list)
 {
 	const char *p = list;
+	if (!*p)
+		return cmd_usage(CMD, "%s '': empty name", opt);
 	while (*p) {
 		size_t n = strcspn(p, ",");
 		if (n == 0)
