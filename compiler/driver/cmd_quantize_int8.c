@@ -5,7 +5,7 @@
  *
  *   wlower quantize MODEL --int8 (--samples NAME=FILE.npy ... | --synthetic N) -o OUT.onnx
  *          [--per-channel] [--symmetric-activations | --asymmetric-activations]
- *          [--exclude NODE,...] [--exclude-op OP,...] [--calibration minmax|percentile]
+ *          [--exclude NODE,...] [--exclude-op OP,...] [--calibration minmax|percentile|entropy]
  *          [--percentile P] [--weights-qdq] [--seed S] [--threads N]
  *
  * 1. Calibration: the float graph runs on every sample (the reference
@@ -60,7 +60,7 @@ static const char CMD[] = "quantize";
 static const char usage_int8[] =
 "usage: wlower quantize MODEL --int8 (--samples NAME=FILE.npy ... | --synthetic N) -o OUT.onnx\n"
 "       [--per-channel] [--symmetric-activations | --asymmetric-activations] [--exclude NODE,...]\n"
-"       [--exclude-op OP,...] [--calibration minmax|percentile] [--percentile P] [--weights-qdq]\n"
+"       [--exclude-op OP,...] [--calibration minmax|percentile|entropy] [--percentile P] [--weights-qdq]\n"
 "\n"
 "Static int8 post-training quantization to the ONNX QDQ form: QuantizeLinear/\n"
 "DequantizeLinear pairs on the float inputs of MatMul, Gemm, Add, Mul, Softmax and\n"
@@ -79,8 +79,9 @@ static const char usage_int8[] =
 "  --exclude A,B,...      leave the nodes with these names float (repeatable)\n"
 "  --exclude-op OP,...    leave every node of these op types float; RMSNorm and\n"
 "                         LayerNorm name the nodes of each decomposed norm pattern\n"
-"  --calibration C        minmax (default) or percentile (clip |x| at --percentile P,\n"
-"                         default 99.999)\n"
+"  --calibration C        minmax (default), percentile (clip |x| at --percentile P,\n"
+"                         default 99.999) or entropy (the clip of least KL divergence\n"
+"                         between |x|'s histogram and its 128-level quantization)\n"
 "  --weights-qdq          keep float weights with QuantizeLinear/DequantizeLinear\n"
 "                         pairs (AddQDQPairToWeight) instead of int8 initializers\n"
 "  --threads N            threads for calibration (default: the online CPUs)\n"
@@ -580,6 +581,95 @@ static int64_t load_samples(Exec *e, const I8Args *a, I8Samples **out, int *nout
 	return S;
 }
 
+/* --calibration entropy: a second pass over the samples collects, per
+ * tensor, a histogram of |x| in HBINS bins over [0, max(|min|, |max|)] of
+ * the min/max pass; the clip threshold is the one whose 128-level
+ * quantization of the clipped histogram has the least KL divergence from it
+ * (TensorRT's entropy calibration): for i = 128 .. HBINS, P = hist[0, i) with
+ * (in steps of 16 bins) the mass beyond added to bin i-1, Q = hist[0, i) merged into 128 groups and spread
+ * back over each group's non-empty bins; threshold (i + 0.5) * width.
+ * The range becomes [max(min, -t), min(max, t)]. */
+enum { HBINS = 2048, QLEVELS = 128, HSTEP = 16 };
+
+typedef struct Hist {
+	const TRanges *tr;
+	double *width;              /* per value id: bin width (0: none) */
+	double (*h)[HBINS];         /* per value id */
+	int n;
+} Hist;
+
+static void hist_observe(void *ctx, const Value *v, const RTensor *t)
+{
+	Hist *H = ctx;
+	if (!v || v->id < 0 || v->id >= H->n || t->dtype != DT_FLOAT)
+		return;
+	double lo, hi;
+	if (!H->width[v->id]) {
+		if (!v->name || !tranges_get(H->tr, v->name, &lo, &hi))
+			return;
+		double a = fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi);
+		if (!(a > 0))
+			return;
+		H->width[v->id] = a / HBINS;
+	}
+	double w = H->width[v->id];
+	double *h = H->h[v->id];
+	int64_t n = rt_numel(t);
+	for (int64_t i = 0; i < n; i++) {
+		float x = ld_f32(t->data, i);
+		if (x != x)
+			continue;
+		double b = fabs(x) / w;
+		h[b >= HBINS - 1 ? HBINS - 1 : (int)b] += 1;
+	}
+}
+
+/* The KL-optimal clip threshold of one histogram (see above). */
+static double kl_threshold(const double *h, double width)
+{
+	double best = INFINITY, bt = HBINS * width;
+	static double P[HBINS], Q[HBINS], suffix[HBINS + 1];
+	suffix[HBINS] = 0;
+	for (int k = HBINS - 1; k >= 0; k--)
+		suffix[k] = suffix[k + 1] + h[k];
+	for (int i = QLEVELS; i <= HBINS; i += HSTEP) {
+		for (int k = 0; k < i; k++)
+			P[k] = h[k];
+		P[i - 1] += suffix[i];
+		/* Q: hist[0, i) merged into QLEVELS groups, spread over non-empty bins */
+		for (int g = 0; g < QLEVELS; g++) {
+			int a = (int)((int64_t)g * i / QLEVELS), b = (int)((int64_t)(g + 1) * i / QLEVELS);
+			double sum = 0;
+			int nz = 0;
+			for (int k = a; k < b; k++) {
+				sum += h[k];
+				nz += h[k] != 0;
+			}
+			for (int k = a; k < b; k++)
+				Q[k] = h[k] != 0 ? sum / nz : 0;
+		}
+		double sp = 0, sq = 0;
+		for (int k = 0; k < i; k++) {
+			sp += P[k];
+			sq += Q[k];
+		}
+		if (sp <= 0 || sq <= 0)
+			continue;
+		double kl = 0;
+		for (int k = 0; k < i; k++) {
+			if (P[k] == 0)
+				continue;
+			double p = P[k] / sp, q = Q[k] / sq;
+			kl += q > 0 ? p * log(p / q) : p * 30;   /* an empty Q bin under mass: heavy penalty */
+		}
+		if (kl < best) {
+			best = kl;
+			bt = (i + 0.5) * width;
+		}
+	}
+	return bt;
+}
+
 /* Ranges of every tensor over the samples. */
 static TRanges *calibrate(Module *m, const I8Args *a, Diag *d)
 {
@@ -589,6 +679,7 @@ static TRanges *calibrate(Module *m, const I8Args *a, Diag *d)
 	Calib *c = NULL;
 	TRanges *tr = NULL;
 	bool pct = a->calibration && strcmp(a->calibration, "percentile") == 0;
+	bool ent = a->calibration && strcmp(a->calibration, "entropy") == 0;
 	double p = pct ? (a->percentile > 0 ? a->percentile : 99.999) : 100;
 	if (exec_new(m, a->threads ? (int)a->threads : cmd_default_threads(), &e, d) != WL_OK)
 		goto out;
@@ -614,8 +705,50 @@ static TRanges *calibrate(Module *m, const I8Args *a, Diag *d)
 	}
 	CalibReport rep;
 	tr = calib_collect(c, m, a->model, S, p, &rep);
+	if (ent) {
+		Hist H = {.tr = tr, .n = m->next_value_id};
+		H.width = calloc((size_t)H.n + 1, sizeof *H.width);
+		H.h = calloc((size_t)H.n + 1, sizeof *H.h);
+		if (!H.width || !H.h)
+			wl_die(__FILE__, __LINE__, "out of memory");
+		exec_set_observer(e, hist_observe, &H);
+		int erc = WL_OK;
+		for (int64_t si = 0; si < S && erc == WL_OK; si++) {
+			for (int k = 0; k < nsm && erc == WL_OK; k++) {
+				sm[k].view.data = (char *)sm[k].all.data + (size_t)si * sm[k].stride;
+				erc = exec_bind(e, sm[k].name, &sm[k].view, d);
+				hist_observe(&H, sm[k].input, &sm[k].view);
+			}
+			if (erc == WL_OK)
+				erc = exec_run(e, d);
+		}
+		for (int id = 0; erc == WL_OK && id < H.n; id++) {
+			if (!H.width[id])
+				continue;
+			const Value *v = NULL;
+			FOR_NODES(m->graph, nd)
+				for (int j = 0; j < nd->noutputs && !v; j++)
+					if (nd->outputs[j] && nd->outputs[j]->id == id)
+						v = nd->outputs[j];
+			for (int j = 0; j < m->graph->ninputs && !v; j++)
+				if (m->graph->inputs[j]->id == id)
+					v = m->graph->inputs[j];
+			double lo, hi;
+			if (!v || !tranges_get(tr, v->name, &lo, &hi))
+				continue;
+			double t = kl_threshold(H.h[id], H.width[id]);
+			tranges_set(tr, v->name, lo > -t ? lo : -t, hi < t ? hi : t);
+		}
+		free(H.width);
+		free(H.h);
+		if (erc != WL_OK) {
+			tranges_free(tr);
+			tr = NULL;
+			goto out;
+		}
+	}
 	fprintf(stderr, "wlower quantize: calibrated on %lld samples (%s), %d tensors\n", (long long)S,
-	        pct && p < 100 ? "percentile" : "minmax", tr->n);
+	        ent ? "entropy" : pct && p < 100 ? "percentile" : "minmax", tr->n);
 out:
 	if (e)
 		exec_free(e);
@@ -660,9 +793,9 @@ int cmd_quantize_int8(int argc, char **argv)
 		rc = cmd_usage(CMD, "--int8: give calibration data: --samples NAME=FILE.npy ... or --synthetic N (not both)");
 	else if (a.sym_act && a.asym_act)
 		rc = cmd_usage(CMD, "--symmetric-activations and --asymmetric-activations exclude each other");
-	else if (a.calibration && strcmp(a.calibration, "minmax") && strcmp(a.calibration, "percentile"))
-		rc = cmd_usage(CMD, "--calibration '%s': expected minmax or percentile%s", a.calibration,
-		               strcmp(a.calibration, "entropy") == 0 ? " (entropy is not implemented yet)" : "");
+	else if (a.calibration && strcmp(a.calibration, "minmax") && strcmp(a.calibration, "percentile") &&
+	         strcmp(a.calibration, "entropy"))
+		rc = cmd_usage(CMD, "--calibration '%s': expected minmax, percentile or entropy", a.calibration);
 	else if (a.percentile > 0 && !(a.calibration && strcmp(a.calibration, "percentile") == 0))
 		rc = cmd_usage(CMD, "--percentile needs --calibration percentile");
 	if (rc != CMD_OK)
