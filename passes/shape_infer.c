@@ -25,7 +25,7 @@
  *                LessOrEqual Greater GreaterOrEqual And Or Xor Not Where
  *                Sqrt Reciprocal Erf Tanh Sigmoid Neg Abs Exp Log Cos Sin
  *                Floor Ceil Round Relu LeakyRelu Softplus Clip IsNaN IsInf
- *                Cast CastLike Identity Dropout
+ *                Cast CastLike Identity Dropout QuantizeLinear DequantizeLinear
  *   reductions   ReduceMean ReduceSum ReduceMax ReduceMin ReduceProd
  *                ReduceSumSquare ReduceL2 (axes attribute or input, keepdims,
  *                noop_with_empty_axes) ArgMax ArgMin Softmax LogSoftmax
@@ -471,6 +471,11 @@ static int infer_node(SI *s, Node *n)
 	case OP_Cast:
 		return si_set_out(s, n, 0, (int)attr_int(n, "to", 0), &a);
 	case OP_CastLike:
+		return si_set_out(s, n, 0, ielem(n, 1), &a);
+	case OP_QuantizeLinear:
+		return si_set_out(s, n, 0, ielem(n, 2) ? ielem(n, 2)
+		                  : attr_int(n, "output_dtype", 0) ? (int)attr_int(n, "output_dtype", 0) : DT_UINT8, &a);
+	case OP_DequantizeLinear:
 		return si_set_out(s, n, 0, ielem(n, 1), &a);
 	case OP_Add: case OP_Sub: case OP_Mul: case OP_Div: case OP_Pow: case OP_Mod: case OP_Max:
 	case OP_Min: case OP_Sum: case OP_Mean: case OP_Equal: case OP_Less: case OP_LessOrEqual:

@@ -55,36 +55,7 @@ typedef struct Samples {
 /* Shape of one sample from the file's [S, ...] and the input's declared type. */
 static int sample_shape(Samples *sm, const char *model, Diag *d)
 {
-	const RTensor *a = &sm->all;
-	const Type *ty = &sm->input->type;
-	char got[128], want[256];
-	if (a->ndim < 1)
-		return diag_fail(d, "%s: samples for input '%s' are a scalar: expected [S, ...] with one "
-		                 "sample per index of the first axis", sm->file, sm->name);
-	int rank = ty->kind == TY_TENSOR && ty->has_shape ? ty->rank : -1;
-	RTensor *v = &sm->view;
-	*v = (RTensor){.dtype = a->dtype, .owned = false};
-	if (rank >= 0 && a->ndim == rank + 1) {
-		v->ndim = rank;
-		memcpy(v->dims, a->dims + 1, (size_t)rank * sizeof *v->dims);
-	} else if (rank >= 1 && a->ndim == rank && a->ndim < RT_MAX_DIMS &&
-	           (ty->dims[0].kind != DIM_VALUE || ty->dims[0].value == 1)) {
-		v->ndim = rank;
-		v->dims[0] = 1;
-		memcpy(v->dims + 1, a->dims + 1, (size_t)(rank - 1) * sizeof *v->dims);
-	} else if (rank < 0) {
-		v->ndim = a->ndim - 1;      /* rank unknown: take the file's */
-		memcpy(v->dims, a->dims + 1, (size_t)v->ndim * sizeof *v->dims);
-	} else {
-		return diag_fail(d, "%s: samples for input '%s' have shape %s: expected [S, *input] or, when "
-		                 "the input's first dim is 1, [S, *input[1:]] for input %s of %s", sm->file, sm->name,
-		                 rt_describe(a, got, sizeof got), cmd_describe_value(sm->input, want, sizeof want), model);
-	}
-	int64_t S = a->dims[0];
-	sm->stride = S > 0 ? a->nbytes / (size_t)S : 0;
-	v->nbytes = sm->stride;
-	v->data = a->data;
-	return WL_OK;
+	return cmd_sample_view(&sm->all, sm->input, sm->file, sm->name, model, &sm->view, &sm->stride, d);
 }
 
 /* ---------------------------------------------------------------- progress */

@@ -18,7 +18,7 @@
 
 static const char usage_main[] =
 "usage: wlower MODEL [options]\n"
-"       wlower COMMAND [args]      (run, calibrate, quantize, sim; see 'wlower COMMAND --help')\n"
+"       wlower COMMAND [args]      (run, calibrate, quantize, compare, sim, generate; see 'wlower COMMAND --help')\n"
 "\n"
 "Reads MODEL (.onnx binary, or .onnxtxt ONNX textual syntax), runs the pass\n"
 "pipeline and writes the result.\n"

@@ -1,4 +1,5 @@
-/* quantize.c — `wlower quantize`: 4-bit block-wise weight quantization.
+/* quantize.c — `wlower quantize`: 4-bit block-wise weight quantization
+ * (`--int8`: static int8 PTQ to QDQ, cmd_quantize_int8.c).
  *
  *   wlower quantize MODEL -o OUT --nbits 4 --block-size 32 [--symmetric] [--exclude NODE,...]
  *
@@ -54,6 +55,8 @@ static const char usage_quantize[] =
 "                        min(0,min)) / 15 and a 4-bit zero point per block)\n"
 "  --exclude A,B,...     leave the nodes with these names alone (repeatable)\n"
 "  -h, --help            this help\n"
+"\n"
+"int8 static quantization to the ONNX QDQ form: 'wlower quantize --int8 --help'.\n"
 "\n"
 "exit status: 0 success, 1 bad input, 2 usage error\n";
 
@@ -373,6 +376,9 @@ static const OptSpec quant_opts[] = {
 
 int cmd_quantize(int argc, char **argv)
 {
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--int8") == 0)
+			return cmd_quantize_int8(argc, argv);     /* cmd_quantize_int8.c */
 	if (opt_help(argc, argv, usage_quantize))
 		return CMD_OK;
 	QuantOpts o = {.bits = 4, .block = 32};

@@ -5,11 +5,13 @@
  *   cmd_compile.c    wlower MODEL ...  (compile; --target writes a module directory)
  *   cmd_run.c        wlower run
  *   cmd_calibrate.c  wlower calibrate
- *   cmd_quantize.c   wlower quantize
+ *   cmd_quantize.c   wlower quantize (4-bit MatMulNBits)
+ *   cmd_quantize_int8.c  wlower quantize --int8 (static int8 PTQ, ONNX QDQ)
  *   cmd_sim.c        wlower sim
  *   cmd_pipeline.c   wlower SRC --pipeline KIND (a pipeline directory of programs)
  *   cmd_generate.c   wlower generate (the LLM loop on a pipeline directory)
  *   cmd_tokenize.c   wlower tokenize (a tokenizer.json on text or ids)
+ *   cmd_compare.c    wlower compare (the per-tensor accuracy report)
  *   options.c        the helpers below, shared by the commands
  *
  * main() calls cmd_X(argc - 1, argv + 1): argv[0] is the command's name
@@ -27,9 +29,11 @@ int cmd_compile(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_quantize_int8(int argc, char **argv);   /* cmd_quantize_int8.c: quantize --int8 */
 int cmd_sim(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 /* cmd_pipeline.c: `wlower SRC --pipeline KIND --target T -o OUT` (called by
  * cmd_compile with the options it parsed). */
@@ -110,6 +114,14 @@ int cmd_bindings(const char *cmd, const char *opt, const OptList *l, const char 
 #define CMD_BINDINGS(cmd, opt, l, dup_fmt, out) \
 	cmd_bindings(cmd, opt, l, dup_fmt, sizeof **(out), offsetof(__typeof__(**(out)), name), \
 	             offsetof(__typeof__(**(out)), file), (out))
+/* Samples files (calibrate, quantize --int8): the first axis of `all`
+ * indexes samples, [S, *input] or, when the input's first dim is 1,
+ * [S, *input[1:]]. Sets view to sample 0 (data into all; dtype, shape) and
+ * stride to bytes per sample; a shape that fits neither is an error naming
+ * file, input and model. */
+struct RTensor;
+int cmd_sample_view(const struct RTensor *all, const Value *input, const char *file, const char *name,
+                    const char *model, struct RTensor *view, size_t *stride, Diag *d);
 /* Default thread count: the online CPUs (at least 1). */
 int cmd_default_threads(void);
 /* "1,2,3" → non-negative ids (*ids malloc'ed, freed by the caller even on

@@ -18,6 +18,7 @@ static const struct {
 	{"sim", cmd_sim},
 	{"generate", cmd_generate},
 	{"tokenize", cmd_tokenize},
+	{"compare", cmd_compare},
 };
 
 static int finish(const char *cmd, int rc)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "compiler/driver/commands.h"
+#include "runtime/interp/interp.h"
 
 int cmd_usage(const char *cmd, const char *fmt, ...)
 {
@@ -284,4 +285,41 @@ const char *cmd_describe_value(const Value *v, char *buf, size_t n)
 	if (k < n)
 		snprintf(buf + k, n - k, "%s", t->rank ? "]" : "[]");
 	return buf;
+}
+
+/* ---------------------------------------------------------------- samples files */
+
+int cmd_sample_view(const RTensor *all, const Value *input, const char *file, const char *name,
+                    const char *model, RTensor *view, size_t *stride, Diag *d)
+{
+	const RTensor *a = all;
+	const Type *ty = &input->type;
+	char got[128], want[256];
+	if (a->ndim < 1)
+		return diag_fail(d, "%s: samples for input '%s' are a scalar: expected [S, ...] with one "
+		                 "sample per index of the first axis", file, name);
+	int rank = ty->kind == TY_TENSOR && ty->has_shape ? ty->rank : -1;
+	RTensor *v = view;
+	*v = (RTensor){.dtype = a->dtype, .owned = false};
+	if (rank >= 0 && a->ndim == rank + 1) {
+		v->ndim = rank;
+		memcpy(v->dims, a->dims + 1, (size_t)rank * sizeof *v->dims);
+	} else if (rank >= 1 && a->ndim == rank && a->ndim < RT_MAX_DIMS &&
+	           (ty->dims[0].kind != DIM_VALUE || ty->dims[0].value == 1)) {
+		v->ndim = rank;
+		v->dims[0] = 1;
+		memcpy(v->dims + 1, a->dims + 1, (size_t)(rank - 1) * sizeof *v->dims);
+	} else if (rank < 0) {
+		v->ndim = a->ndim - 1;      /* rank unknown: take the file's */
+		memcpy(v->dims, a->dims + 1, (size_t)v->ndim * sizeof *v->dims);
+	} else {
+		return diag_fail(d, "%s: samples for input '%s' have shape %s: expected [S, *input] or, when "
+		                 "the input's first dim is 1, [S, *input[1:]] for input %s of %s", file, name,
+		                 rt_describe(a, got, sizeof got), cmd_describe_value(input, want, sizeof want), model);
+	}
+	int64_t S = a->dims[0];
+	*stride = S > 0 ? a->nbytes / (size_t)S : 0;
+	v->nbytes = *stride;
+	v->data = a->data;
+	return WL_OK;
 }

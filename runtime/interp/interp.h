@@ -112,8 +112,13 @@ void exec_set_observer(Exec *e, ExecObserver fn, void *ctx);
  * peak = max |ref| (+inf when equal), max abs error, rms, and argmax over the
  * last axis compared row by row (tokens_equal of tokens). Equal infinities
  * are exact; other non-finite differences count in nonfinite (PSNR -inf). */
+/* For the accuracy report (wlower compare) also: mse = rms², SQNR =
+ * 10·log10(Σref² / Σ(ref-got)²) (+inf when equal, -inf when the reference
+ * is all zero and got is not), cosine = Σref·got / (|ref|·|got|) (1 when
+ * both are all zero, 0 when one is). */
 typedef struct RtMetrics {
 	double psnr, max_abs, rms, peak;
+	double mse, sqnr, cosine;
 	int64_t nonfinite, tokens, tokens_equal;
 } RtMetrics;
 int rt_metrics(const RTensor *ref, const RTensor *got, RtMetrics *m, Diag *d);

@@ -4,6 +4,9 @@
  *   PSNR     10·log10(peak² / MSE), peak = max |ref| over its finite values;
  *            +inf when MSE is 0, -inf when MSE > 0 and peak is 0
  *   max_abs  max |ref - got|;  rms = sqrt(MSE)
+ *   SQNR     10·log10(Σref² / Σ(ref-got)²), the signal-to-quantization-noise
+ *            ratio (wlower compare): +inf when equal, -inf when ref is all 0
+ *   cosine   Σref·got / sqrt(Σref²·Σgot²): 1 when both are all 0, 0 when one is
  *   tokens   argmax over the last axis (the first index on ties), compared
  *            position by position
  * Computed in double. Equal infinities (masks) and NaN against NaN count as
@@ -55,11 +58,16 @@ int rt_metrics(const RTensor *ref, const RTensor *got, RtMetrics *m, Diag *d)
 	if (!numeric(ref->dtype))
 		return diag_fail(d, "cannot compare %s tensors", rt_describe(ref, a, sizeof a));
 	int64_t n = rt_numel(ref);
-	double se = 0, peak = 0, maxabs = 0;
+	double se = 0, peak = 0, maxabs = 0, srr = 0, sgg = 0, srg = 0;
 	for (int64_t i = 0; i < n; i++) {
 		double r = elem(ref, i), g = elem(got, i);
 		if (isfinite(r) && fabs(r) > peak)
 			peak = fabs(r);
+		if (isfinite(r) && isfinite(g)) {
+			srr += r * r;
+			sgg += g * g;
+			srg += r * g;
+		}
 		if (r == g || (isnan(r) && isnan(g)))
 			continue;
 		if (!isfinite(r) || !isfinite(g)) {
@@ -75,6 +83,21 @@ int rt_metrics(const RTensor *ref, const RTensor *got, RtMetrics *m, Diag *d)
 	m->peak = peak;
 	m->rms = sqrt(mse);
 	m->max_abs = m->nonfinite ? INFINITY : maxabs;
+	m->mse = m->nonfinite ? INFINITY : mse;
+	if (m->nonfinite)
+		m->sqnr = -INFINITY;
+	else if (se == 0)
+		m->sqnr = INFINITY;
+	else if (srr == 0)
+		m->sqnr = -INFINITY;
+	else
+		m->sqnr = 10.0 * log10(srr / se);
+	if (srr == 0 && sgg == 0)
+		m->cosine = 1;
+	else if (srr == 0 || sgg == 0)
+		m->cosine = 0;
+	else
+		m->cosine = srg / sqrt(srr * sgg);
 	if (m->nonfinite)
 		m->psnr = -INFINITY;
 	else if (mse == 0)

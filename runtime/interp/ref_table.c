@@ -103,6 +103,10 @@ static const Kernel ref_kernels[OP_COUNT_] = {
 	[OP_WlConvStem] = {ref_stem_prepare, ref_stem_infer, ref_stem_run, 0, false, 0x3f},
 	[OP_WlLogMel] = {ref_lm_prepare, ref_lm_infer, ref_lm_run, 0, false, 0x2},
 	[OP_WlGreedyArgMax] = {NULL, ref_am_infer, ref_am_run, 0, false, 0},
+
+	/* ref_quant.c; unaligned_ok: floats through memcpy, integers through get_i64 */
+	[OP_QuantizeLinear] = {NULL, ref_qlin_infer, ref_qlin_run, 0, false, ~0u},
+	[OP_DequantizeLinear] = {NULL, ref_dqlin_infer, ref_dqlin_run, 0, false, ~0u},
 };
 
 const Kernel *ref_kernel(Op op)

@@ -755,6 +755,23 @@ def gen_cli(fx, rng):
         for v in vals:
             cases.append(Case("cli/%s=%s" % (opt[2:], v or "empty"), "cli", argv + [opt, v], lambda d: None,
                               expect=(2,), names=[opt]))
+    # quantize --int8 and compare
+    q8 = ["quantize", fx.p("model.onnx"), "--int8", "--synthetic", "2", "-o", "out.onnx"]
+    cmp = ["compare", fx.p("model.onnx"), fx.p("model.onnx"), "--input", "x=" + fx.p("x.npy")]
+    for opt, argv, vals in (("--synthetic", ["quantize", fx.p("model.onnx"), "--int8", "-o", "out.onnx"],
+                             ["0", "-1", "abc", "1e9", "99999999999999999999"]),
+                            ("--calibration", q8, ["entropy", "", "max"]),
+                            ("--exclude-op", q8, ["", ",", "Add,"]),
+                            ("--threshold", cmp, ["abc", "nan", "1e9", "inf"])):
+        for v in vals:
+            cases.append(Case("cli/int8-%s=%s" % (opt[2:], v or "empty"), "cli", argv + [opt, v], lambda d: None,
+                              expect=(2,), names=[opt]))
+    for name, argv, nm, ex in (("quantize8-exclude-nosuch", q8 + ["--exclude", "nosuch"], "nosuch", 1),
+                               ("quantize8-no-data", q8[:3] + q8[5:], "--samples|--synthetic", 2),
+                               ("compare-one-model", cmp[:2] + cmp[3:], "compare", 2),
+                               ("compare-three-models", cmp + [fx.p("model.onnx")], "model", 2),
+                               ("compare-input-unknown", cmp + ["--input", "zz=" + fx.p("x.npy")], "zz", 1)):
+        cases.append(Case("cli/%s" % name, "cli", argv, lambda d: None, expect=(ex,), names=[nm]))
     # options meant for the other target / command
     other = [("host--cores", host + ["--cores", "2"], "--cores"), ("host--ocm", host + ["--ocm", "16MB"], "--ocm"),
              ("host--clock", host + ["--clock", "1GHz"], "--clock"),

@@ -27,6 +27,11 @@ START_TEST(psnr_and_errors)
 	ck_assert(fabs(m.psnr - 10 * log10(16 / (0.25 / 6))) < 1e-9);
 	ck_assert(m.max_abs == 0.5 && m.peak == 4);
 	ck_assert(fabs(m.rms - sqrt(0.25 / 6)) < 1e-12);
+	ck_assert(fabs(m.mse - 0.25 / 6) < 1e-15);
+	/* SQNR: sum ref^2 = 1+16+4+0+9+1 = 31 over 0.25; cosine: sum r*g = 31,
+	 * sum g^2 = 31.25 */
+	ck_assert(fabs(m.sqnr - 10 * log10(31 / 0.25)) < 1e-9);
+	ck_assert(fabs(m.cosine - 31 / sqrt(31 * 31.25)) < 1e-12);
 	/* argmax rows: ref (2, 3) → 2, 1; got (2, 4) → 2, 1 */
 	ck_assert_int_eq(m.tokens, 2);
 	ck_assert_int_eq(m.tokens_equal, 2);
@@ -35,6 +40,7 @@ START_TEST(psnr_and_errors)
 	ck_assert_int_eq(m.tokens_equal, 1);
 	ck_assert_int_eq(rt_metrics(&a, &a, &m, &d), WL_OK);
 	ck_assert(isinf(m.psnr) && m.psnr > 0 && m.max_abs == 0);
+	ck_assert(isinf(m.sqnr) && m.sqnr > 0 && m.cosine == 1 && m.mse == 0);
 	rt_free(&a);
 	rt_free(&b);
 }
