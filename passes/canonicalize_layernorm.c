@@ -94,55 +94,14 @@ static void rewrite_layernorm(Module *m, NormMatch *L, int *counter)
 /* com.microsoft SkipLayerNormalization → Add(s) + LayerNormalization. */
 static bool rewrite_skip(Module *m, Node *n)
 {
-	for (int i = 1; i < n->noutputs && i < 3; i++)
-		if (n->outputs[i] && (n->outputs[i]->nusers || n->outputs[i]->is_output))
-			return false;
-	if (n->ninputs < 3 || !n->inputs[0] || !n->inputs[1] || !n->inputs[2] || !n->outputs[0])
-		return false;
-	Graph *g = n->graph;
-	Value *x = n->inputs[0], *y = n->outputs[0];
 	Value *beta = n->ninputs > 3 ? n->inputs[3] : NULL, *bias = n->ninputs > 4 ? n->inputs[4] : NULL;
-	Value *sum = n->noutputs > 3 ? n->outputs[3] : NULL;
-	const char *base = n->name ? n->name : "";
-	Value *s1 = (!bias && sum) ? NULL : graph_new_value(g, "skip_sum");
-	Node *a1 = node_new(g, "Add", "", arena_printf(m->arena, "%s/skip_add", base));
-	node_insert_before(n, a1);
-	node_add_input(a1, x);
-	node_add_input(a1, n->inputs[1]);
-	Node *a2 = NULL;
-	Value *s2 = NULL;
-	if (bias) {
-		a2 = node_new(g, "Add", "", arena_printf(m->arena, "%s/bias_add", base));
-		node_insert_before(n, a2);
-		node_add_input(a2, s1);
-		node_add_input(a2, bias);
-		s2 = sum ? NULL : graph_new_value(g, "skip_bias_sum");
-	}
-	float eps = attr_float(n, "epsilon", 1e-12f);
-	const char *name = arena_strdup(m->arena, base);
-	Node *from[1] = {n};
-	Node *ln = emit_ln(m, n, name, x, n->inputs[2], beta, eps);
-	set_fused_from(m, ln, from, 1);
-	node_remove(n);
-	/* outputs: the sum value (kept name) is the last Add's output */
-	if (bias) {
-		node_add_output(a1, s1);
-		node_add_output(a2, sum ? sum : s2);
-		node_set_input(ln, 0, sum ? sum : s2);
-	} else {
-		node_add_output(a1, sum ? sum : s1);
-		node_set_input(ln, 0, sum ? sum : s1);
-	}
-	for (Value *v = s1; v; v = NULL)
-		v->type = type_copy(m->arena, &y->type);
-	if (s2)
-		s2->type = type_copy(m->arena, &y->type);
-	node_add_output(ln, y);
-	for (int i = 1; i < n->noutputs && i < 3; i++)
-		if (n->outputs[i]) {
-			n->outputs[i]->type.kind = TY_NONE;
-			n->outputs[i]->in_value_info = false;
-		}
+	Node *ln = node_new(n->graph, "LayerNormalization", "", n->name ? n->name : "");
+	node_add_attr(ln, "axis", AT_INT)->i = -1;
+	node_add_attr(ln, "epsilon", AT_FLOAT)->f = attr_float(n, "epsilon", 1e-12f);
+	Value *params[2] = {n->ninputs > 2 ? n->inputs[2] : NULL, beta};
+	if (!replace_skip_norm(m, n, ln, params, beta ? 2 : 1, bias))
+		return false;
+	module_set_opset(m, "", 17);
 	return true;
 }
 

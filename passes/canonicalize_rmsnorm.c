@@ -19,6 +19,12 @@
  * output read → ai.wlower.RMSNorm(x, scale) with the same epsilon (default
  * 1e-5).
  *
+ * com.microsoft SkipSimplifiedLayerNormalization(x, skip, gamma, bias?) with
+ * float input and its mean / inv_std_var outputs unread (ONNX Runtime GenAI's
+ * residual + norm):
+ *   s = Add(x, skip) [; s = Add(s, bias)]   (s replaces input_skip_bias_sum)
+ *   y = ai.wlower.RMSNorm<epsilon (default 1e-12), axis = -1>(s, gamma)
+ *
  * The match is match_norm (match.h) with rms = true, the matcher
  * canonicalize-layernorm uses with rms = false.
  *
@@ -28,7 +34,8 @@
  * breaks    nothing; imports ai.wlower opset 1 when it adds a node. The
  *           Cast producing xf stays (dce removes it when nothing else reads it).
  *
- * Near misses left alone: Pow by 3, a mean over another axis, keepdims 0,
+ * Near misses left alone: a Skip/SimplifiedLayerNormalization whose
+ * inv_std_var is read, Pow by 3, a mean over another axis, keepdims 0,
  * Div(sd, one), a Mul by something other than xf, a Cast that changes the
  * element type, a gamma that is not a constant vector of D floats, any
  * intermediate read elsewhere.
@@ -78,6 +85,22 @@ static bool match_simplified(Node *n)
 	return ax == -1 || ax == x->type.rank - 1;
 }
 
+/* com.microsoft SkipSimplifiedLayerNormalization → Add(s) + RMSNorm. */
+static bool rewrite_skip_rms(Module *m, Node *n)
+{
+	Value *x = n->ninputs > 0 ? n->inputs[0] : NULL;
+	if (!x || x->type.kind != TY_TENSOR || x->type.elem != DT_FLOAT)
+		return false;
+	Node *rn = node_new(n->graph, "RMSNorm", "ai.wlower", n->name ? n->name : "");
+	node_add_attr(rn, "epsilon", AT_FLOAT)->f = attr_float(n, "epsilon", 1e-12f);
+	node_add_attr(rn, "axis", AT_INT)->i = -1;
+	Value *gamma = n->ninputs > 2 ? n->inputs[2] : NULL;
+	if (!replace_skip_norm(m, n, rn, &gamma, 1, n->ninputs > 3 ? n->inputs[3] : NULL))
+		return false;
+	module_set_opset(m, "ai.wlower", 1);
+	return true;
+}
+
 int pass_canonicalize_rmsnorm(Module *m, PassContext *ctx, Diag *d)
 {
 	(void)d;
@@ -98,6 +121,9 @@ int pass_canonicalize_rmsnorm(Module *m, PassContext *ctx, Diag *d)
 					n->outputs[i]->in_value_info = false;
 				}
 			emit_rms(m, one, 1, n->inputs[0], n->inputs[1], y, attr_float(n, "epsilon", 1e-5f), &counter);
+			nx = prev ? prev->next : m->graph->first;
+			changed++;
+		} else if (n->op == OP_MsSkipSimplifiedLayerNormalization && rewrite_skip_rms(m, n)) {
 			nx = prev ? prev->next : m->graph->first;
 			changed++;
 		}

@@ -565,6 +565,57 @@ void replace_nodes(Module *m, Node *n, Node *const *nodes, int nn, Node *pos, Va
 	node_add_output(n, y);
 }
 
+bool replace_skip_norm(Module *m, Node *n, Node *norm, Value *const *params, int np, Value *bias)
+{
+	for (int i = 1; i < n->noutputs && i < 3; i++)
+		if (n->outputs[i] && (n->outputs[i]->nusers || n->outputs[i]->is_output))
+			return false;
+	if (n->ninputs < 3 || !n->inputs[0] || !n->inputs[1] || !n->inputs[2] || n->noutputs < 1 || !n->outputs[0])
+		return false;
+	Graph *g = n->graph;
+	Value *y = n->outputs[0], *sum = n->noutputs > 3 ? n->outputs[3] : NULL;
+	const char *base = n->name ? n->name : "";
+	Node *a1 = node_new(g, "Add", "", arena_printf(m->arena, "%s/skip_add", base)), *a2 = NULL;
+	node_insert_before(n, a1);
+	node_add_input(a1, n->inputs[0]);
+	node_add_input(a1, n->inputs[1]);
+	Value *s1 = (!bias && sum) ? NULL : graph_new_value(g, "skip_sum"), *s2 = NULL;
+	if (bias) {
+		a2 = node_new(g, "Add", "", arena_printf(m->arena, "%s/bias_add", base));
+		node_insert_before(n, a2);
+		node_add_input(a2, s1);
+		node_add_input(a2, bias);
+		s2 = sum ? NULL : graph_new_value(g, "skip_bias_sum");
+	}
+	Node *from[1] = {n};
+	set_fused_from(m, norm, from, 1);
+	node_insert_before(n, norm);
+	node_add_input(norm, NULL);
+	for (int i = 0; i < np; i++)
+		node_add_input(norm, params[i]);
+	node_remove(n);
+	/* the sum value (name kept) is the last Add's output */
+	Value *s = sum ? sum : bias ? s2 : s1;
+	if (bias) {
+		node_add_output(a1, s1);
+		node_add_output(a2, s);
+	} else {
+		node_add_output(a1, s);
+	}
+	node_set_input(norm, 0, s);
+	if (s1 && s1 != sum)
+		s1->type = type_copy(m->arena, &y->type);
+	if (s2)
+		s2->type = type_copy(m->arena, &y->type);
+	node_add_output(norm, y);
+	for (int i = 1; i < n->noutputs && i < 3; i++)
+		if (n->outputs[i]) {
+			n->outputs[i]->type.kind = TY_NONE;
+			n->outputs[i]->in_value_info = false;
+		}
+	return true;
+}
+
 void match_remove(const MatchSet *s, const Value *const *keep, int nkeep)
 {
 	for (int i = 0; i < s->nn; i++) {

@@ -208,6 +208,13 @@ void set_string_attr(Module *m, Node *n, const char *name, const char *v);
  * produces y (the value the last of them produced). */
 void replace_nodes(Module *m, Node *n, Node *const *nodes, int nn, Node *pos, Value *const *ins, int nin,
                    Value *y);
+/* com.microsoft SkipLayerNormalization / SkipSimplifiedLayerNormalization n
+ * (x, skip, gamma, ...) whose mean and inv_std_var outputs are unread:
+ *   s = Add (x, skip) [; s = Add (s, bias)]; y = norm (s, params...)
+ * replaces n. norm is new (node_new, attributes set, no inputs, not in the
+ * node list); s is n's input_skip_bias_sum output when it has one. Returns
+ * false, changing nothing, when n has not that form. */
+bool replace_skip_norm(Module *m, Node *n, Node *norm, Value *const *params, int np, Value *bias);
 /* Removes the nodes of s, in push order; the values they produced, other
  * than keep[0..nkeep) (the outputs the fused node takes over), leave the
  * value_info and lose their type. */

@@ -89,6 +89,7 @@ int pass_canonicalize_rope(Module *m, PassContext *ctx, Diag *d);
 /* fuse (issue 4) */
 int pass_fuse_conv_stem(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_ms_attention(Module *m, PassContext *ctx, Diag *d);
+int pass_fuse_ms_gqa(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_whisper_attention(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_gqa(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_matmul_nbits(Module *m, PassContext *ctx, Diag *d);

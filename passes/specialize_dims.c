@@ -16,7 +16,7 @@
  * symbolic (compilation to a target then names them).
  *
  * Errors (naming the model): a --dim NAME that no graph input or output
- * uses (with the dims it has); an expression that evaluates to a value < 1
+ * uses (with the dims it has); an expression that evaluates to a value < 0
  * or overflows.
  *
  * requires  nothing (runs first, before shape-infer)
@@ -129,8 +129,8 @@ static int specialize_type(Module *m, const PassContext *ctx, const Value *v, Ty
 				                 m->path, v->name, i, dm->param);
 			continue;
 		}
-		if (val < 1)
-			return diag_fail(d, "%s: tensor '%s': dim %d '%s' is %lld with the --dim values (must be >= 1)",
+		if (val < 0)
+			return diag_fail(d, "%s: tensor '%s': dim %d '%s' is %lld with the --dim values (must be >= 0)",
 			                 m->path, v->name, i, dm->param, (long long)val);
 		dm->kind = DIM_VALUE;
 		dm->value = val;

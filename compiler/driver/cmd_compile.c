@@ -54,7 +54,8 @@ static const char usage_main[] =
 "  --dim NAME=N          make the symbolic dim NAME static (repeatable), e.g. --dim\n"
 "                        batch_size=1 --dim sequence_length=16 for an Optimum export;\n"
 "                        dims written as sums of names (past_sequence_length +\n"
-"                        sequence_length) follow\n"
+"                        sequence_length) follow; N may be 0 (--dim\n"
+"                        past_sequence_length=0: a GenAI prompt's empty past)\n"
 "  --max-seq N           the longest sequence the program sees: RoPE computed from\n"
 "                        position_ids becomes a table of N rows (default 4096)\n""\n"
 "compilation to a target (writes the module directory DIR, atomically):\n"
@@ -198,7 +199,7 @@ static void print_stats(const Module *m, double t_read, long rss_read, double t_
 	        peak_rss_kb() / 1e3);
 }
 
-/* --dim NAME=N (N in 1..2^31-1, a name once) into o->pipe.canon. */
+/* --dim NAME=N (N in 0..2^31-1: 0 for an empty past; a name once) into o->pipe.canon. */
 static int parse_dims(Options *o)
 {
 	if (!o->dims.n)
@@ -211,8 +212,8 @@ static int parse_dims(Options *o)
 		const char *arg = o->dims.v[i], *eq = strchr(arg, '=');
 		char *end = NULL;
 		long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
-		if (!eq || eq == arg || !eq[1] || *end || v < 1 || v > INT32_MAX)
-			return cmd_usage(NULL, "--dim '%s': expected NAME=N with N in 1..2147483647", arg);
+		if (!eq || eq == arg || !eq[1] || *end || v < 0 || v > INT32_MAX)
+			return cmd_usage(NULL, "--dim '%s': expected NAME=N with N in 0..2147483647", arg);
 		char *name = strndup(arg, (size_t)(eq - arg));
 		if (!name)
 			wl_die(__FILE__, __LINE__, "out of memory");

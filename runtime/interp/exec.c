@@ -91,6 +91,9 @@ struct Exec {
 	size_t copied_init_bytes;
 	ExecObserver obs;
 	void *obs_ctx;
+	const Graph *g;         /* the graph run: the main graph, or an If branch */
+	Exec **children;        /* executors of If branches (exec_new_sub), freed with e */
+	int nchildren, capchildren;
 };
 
 static const char *mpath(const Exec *e)
@@ -183,18 +186,95 @@ static void kcall_init(Exec *e, ENode *en, KCall *c)
 	c->in = en->pin;
 	c->out = en->pout;
 	c->pool = e->pool;
+	c->exec = e;
 }
+
+/* True when v is declared in sub or in a graph nested in it. */
+static bool declared_within(const Value *v, const Graph *sub)
+{
+	for (const Graph *g = v->graph; g; g = g->parent)
+		if (g == sub)
+			return true;
+	return false;
+}
+
+/* The values the subgraphs of n (If branches) read from outside them, once
+ * each, into out (at most max; returns how many, or max + 1 past that). */
+static int read_from(const Graph *sub, const Graph *root, const Value **out, int k, int max)
+{
+	FOR_NODES(sub, x) {
+		for (int i = 0; i < x->ninputs; i++) {
+			const Value *v = x->inputs[i];
+			if (!v || declared_within(v, root))
+				continue;
+			bool seen = false;
+			for (int j = 0; j < k && j < max && !seen; j++)
+				seen = out[j] == v;
+			if (!seen && k++ < max)
+				out[k - 1] = v;
+		}
+		for (int a = 0; a < x->nattrs; a++)
+			if (x->attrs[a].type == AT_GRAPH && x->attrs[a].g)
+				k = read_from(x->attrs[a].g, root, out, k, max);
+	}
+	for (int i = 0; i < sub->noutputs; i++) {
+		const Value *v = sub->outputs[i];
+		bool seen = false;
+		for (int j = 0; j < k && j < max && !seen; j++)
+			seen = out[j] == v;
+		if (v && !seen && !declared_within(v, root) && k++ < max)
+			out[k - 1] = v;
+	}
+	return k;
+}
+
+int exec_outer_reads(const Node *n, const Value **out, int max)
+{
+	int k = 0;
+	for (int a = 0; a < n->nattrs; a++)
+		if (n->attrs[a].type == AT_GRAPH && n->attrs[a].g)
+			k = read_from(n->attrs[a].g, n->attrs[a].g, out, k, max);
+	return k;
+}
+
+/* The slot of v for a node of e's graph: its own, or, in a subgraph's
+ * executor, a bindable input for a value of an enclosing graph. -1 if none. */
+static int slot_or_outer(Exec *e, const Value *v)
+{
+	int s = slot_for(e, v);
+	if (s >= 0 || !e->g->parent || declared_within(v, e->g))
+		return s;
+	s = add_slot(e, v, SLOT_INPUT);
+	e->inputs[e->ninputs++] = s;
+	return s;
+}
+
+static int exec_new_graph(Module *m, const Graph *g, int threads, Exec **out, Diag *d);
 
 int exec_new(Module *m, int threads, Exec **out, Diag *d)
 {
 	*out = NULL;
 	if (!m || !m->graph)
 		return diag_fail(d, "%s: no graph", m && m->path ? m->path : "model");
-	Graph *g = m->graph;
+	return exec_new_graph(m, m->graph, threads, out, d);
+}
+
+int exec_new_sub(Exec *parent, const Graph *g, Exec **out, Diag *d)
+{
+	int rc = exec_new_graph(parent->m, g, 1, out, d);
+	if (rc == WL_OK)
+		VEC_PUSH(parent->arena, parent->children, parent->nchildren, parent->capchildren, *out);
+	return rc;
+}
+
+static int exec_new_graph(Module *m, const Graph *g, int threads, Exec **out, Diag *d)
+{
+	*out = NULL;
 	Exec *e = calloc(1, sizeof *e);
 	if (!e)
 		wl_die(__FILE__, __LINE__, "out of memory");
 	e->m = m;
+	e->g = g;
 	e->arena = arena_new();
 	if (threads <= 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -208,7 +288,7 @@ int exec_new(Module *m, int threads, Exec **out, Diag *d)
 	e->slot_of = malloc(sizeof(int) * (size_t)(nv > 0 ? nv : 1));
 	e->slots = calloc((size_t)(nv > 0 ? nv : 1), sizeof(Slot));
 	e->nodes = calloc((size_t)(g->nnodes > 0 ? g->nnodes : 1), sizeof(ENode));
-	e->inputs = malloc(sizeof(int) * (size_t)(g->ninputs + 1));
+	e->inputs = malloc(sizeof(int) * (size_t)(g->ninputs + (g->parent ? nv : 0) + 1));
 	e->outputs = malloc(sizeof(int) * (size_t)(g->noutputs + 1));
 	if (!e->slot_of || !e->slots || !e->nodes || !e->inputs || !e->outputs)
 		wl_die(__FILE__, __LINE__, "out of memory");
@@ -231,8 +311,11 @@ int exec_new(Module *m, int threads, Exec **out, Diag *d)
 	}
 
 	/* nodes */
-	int ni = 0;
+	int ni = 0, idx = -1;
+	const Value *outer[EXEC_MAX_OUTER + 1];
+	int *late = NULL, nlate = 0, caplate = 0;     /* (slot, node index) pairs: If reads */
 	FOR_NODES(g, n) {
+		idx++;
 		/* Outputs with an empty name are absent (ONNX optional outputs). A
 		 * node none of whose outputs is present computes nothing anyone can
 		 * read: it is not run. One whose required output is absent is bad
@@ -259,18 +342,30 @@ int exec_new(Module *m, int threads, Exec **out, Diag *d)
 			          n->name ? n->name : "", node_op_name(n, op, sizeof op));
 			goto fail;
 		}
-		en->nin = n->ninputs;
+		/* an If reads the values its branches use from outside them: they are
+		 * inputs after its own (the kernel binds them into the branch) */
+		int nouter = n->op == OP_If ? exec_outer_reads(n, outer, EXEC_MAX_OUTER) : 0;
+		if (nouter > EXEC_MAX_OUTER) {
+			diag_fail(d, "%s: node '%s' (If): its branches read more than %d values from outside them",
+			          mpath(e), n->name ? n->name : "", EXEC_MAX_OUTER);
+			goto fail;
+		}
+		en->nin = n->ninputs + nouter;
 		en->nout = n->noutputs;
 		en->in = arena_alloc(e->arena, sizeof(int) * (size_t)(en->nin + 1));
 		en->out = arena_alloc(e->arena, sizeof(int) * (size_t)(en->nout + 1));
 		en->pin = arena_alloc(e->arena, sizeof(RTensor *) * (size_t)(en->nin + 1));
 		en->pout = arena_alloc(e->arena, sizeof(RTensor *) * (size_t)(en->nout + 1));
 		for (int i = 0; i < en->nin; i++) {
-			Value *v = n->inputs[i];
+			const Value *v = i < n->ninputs ? n->inputs[i] : outer[i - n->ninputs];
 			en->in[i] = -1;
 			if (!v)
 				continue;
-			int s = slot_for(e, v);
+			int s = slot_or_outer(e, v);
+			if (s >= 0 && i >= n->ninputs) {
+				VEC_PUSH(e->arena, late, nlate, caplate, s);
+				VEC_PUSH(e->arena, late, nlate, caplate, idx);
+			}
 			if (s < 0) {
 				diag_fail(d, "%s: node '%s' (%s): input '%s' is not a graph input, initializer or earlier node output",
 				          mpath(e), n->name ? n->name : "", n->op_type, v->name);
@@ -299,9 +394,12 @@ int exec_new(Module *m, int threads, Exec **out, Diag *d)
 		e->slots[s].last = live[e->slots[s].v->id].last;
 	}
 	free(live);
+	for (int i = 0; i + 1 < nlate; i += 2)      /* values an If reads through its branches */
+		if (e->slots[late[i]].last < late[i + 1])
+			e->slots[late[i]].last = late[i + 1];
 	for (int i = 0; i < g->noutputs; i++) {
 		Value *v = g->outputs[i];
-		int s = v ? slot_for(e, v) : -1;
+		int s = v ? slot_or_outer(e, v) : -1;
 		if (s < 0) {
 			diag_fail(d, "%s: graph output '%s' is not produced by any node", mpath(e), v ? v->name : "");
 			goto fail;
@@ -372,6 +470,8 @@ void exec_free(Exec *e)
 {
 	if (!e)
 		return;
+	for (int i = 0; i < e->nchildren; i++)
+		exec_free(e->children[i]);
 	threadpool_free(e->pool);
 	free_plan(e);
 	free_dyn(e);
@@ -496,6 +596,14 @@ int exec_bind(Exec *e, const char *name, const RTensor *t, Diag *d)
 	sl->t = *t;
 	sl->t.owned = false;
 	sl->bound = true;
+	return WL_OK;
+}
+
+int exec_bind_value(Exec *e, const Value *v, const RTensor *t, Diag *d)
+{
+	for (int i = 0; i < e->ninputs; i++)
+		if (e->slots[e->inputs[i]].v == v)
+			return exec_bind(e, v->name, t, d);
 	return WL_OK;
 }
 
@@ -701,6 +809,13 @@ static bool sig_matches(Exec *e)
 		return false;
 	/* the same length first, so that comparing stays inside e->sig */
 	return sig_walk(e, NULL, NULL) == e->sig_len && sig_walk(e, NULL, e->sig) == e->sig_len;
+}
+
+int exec_plan(Exec *e, Diag *d)
+{
+	if (check_bound(e, d) != WL_OK)
+		return WL_ERR;
+	return sig_matches(e) ? WL_OK : exec_prepare(e, d);
 }
 
 /* ---------------------------------------------------------------- run */

@@ -101,6 +101,18 @@ void exec_stats(const Exec *e, ExecStats *st);
 int exec_output_count(const Exec *e);
 const char *exec_output_name(const Exec *e, int i);
 const RTensor *exec_output(const Exec *e, int i);  /* valid until the next run/free */
+/* Control flow (the If kernel, ref_control.c). An If node reads, after its
+ * own inputs, the values its branches use from outside them
+ * (exec_outer_reads: at most EXEC_MAX_OUTER). exec_new_sub makes the
+ * executor of a branch graph (one thread; freed with parent): those outer
+ * values are its inputs, bound with exec_bind_value (a value the branch does
+ * not read is ignored). exec_plan plans when the bound inputs differ from the
+ * last plan (exec_run does it too); then exec_output gives the output shapes. */
+enum { EXEC_MAX_OUTER = 31 };
+int exec_outer_reads(const Node *n, const Value **out, int max);
+int exec_new_sub(Exec *parent, const Graph *g, Exec **out, Diag *d);
+int exec_bind_value(Exec *e, const Value *v, const RTensor *t, Diag *d);
+int exec_plan(Exec *e, Diag *d);
 /* Called after each node with each of its outputs (calibration). */
 typedef void (*ExecObserver)(void *ctx, const Value *v, const RTensor *t);
 void exec_set_observer(Exec *e, ExecObserver fn, void *ctx);

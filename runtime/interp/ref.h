@@ -58,6 +58,7 @@ typedef struct KCall {
 	void *scratch_base;     /* run: threads * scratch_stride bytes */
 	size_t scratch_stride;
 	void *shared_base;      /* run: `shared` bytes, 64-byte aligned */
+	Exec *exec;             /* the executor running the node (If builds its branches') */
 } KCall;
 
 typedef int KFn(KCall *c, Diag *d);
@@ -111,6 +112,7 @@ KFn ref_stem_prepare, ref_stem_infer, ref_stem_run, ref_lm_prepare, ref_lm_infer
 KFn ref_msa_infer, ref_msa_run;
 /* ref_quant.c */
 KFn ref_qlin_infer, ref_qlin_run, ref_dqlin_infer, ref_dqlin_run;
+KFn ref_if_prepare, ref_if_infer, ref_if_run;            /* ref_control.c */
 
 /* ---------------------------------------------------------------- util */
 

@@ -292,7 +292,7 @@ static int gq_shapes(const KCall *c, Diag *d, Core *a)
 			if (!dt_is_int(pos->dtype) || rt_numel(pos) != a->T * (pos->ndim && pos->dims[0] == a->B ? a->B : 1))
 				return kfail(c, d, "tensor '%s' %s: position_ids must be [B or 1, T] integers", kin_name(c, G_POS),
 				             kdesc(pos, b1));
-			int64_t n = rt_numel(pos);
+			int64_t n = pos->data ? rt_numel(pos) : 0;    /* no data yet while planning a computed one */
 			for (int64_t i = 0; i < n; i++) {
 				int64_t p = get_i64(pos->data, pos->dtype, i);
 				if (p < 0 || p >= rows) {

@@ -92,6 +92,9 @@ static const Kernel ref_kernels[OP_COUNT_] = {
 	[OP_MsGroupQueryAttention] = {NULL, ref_gqa_infer, ref_gqa_run, (1u << 5) | (1u << 6), false, ~0u},
 	[OP_MsMultiHeadAttention] = {NULL, ref_mha_infer, ref_mha_run, 0, false, ~0u},
 
+	/* ref_control.c: cond and the outer values the branches read are data inputs */
+	[OP_If] = {ref_if_prepare, ref_if_infer, ref_if_run, ~0u, false, 0},
+
 	/* ref_contrib.c */
 	[OP_MsAttention] = {NULL, ref_msa_infer, ref_msa_run, 0, false, (1u << 0) | (1u << 1) | (1u << 2) | (1u << 5)},
 
