@@ -9,6 +9,7 @@
  *   cmd_sim.c        wlower sim
  *   cmd_pipeline.c   wlower SRC --pipeline KIND (a pipeline directory of programs)
  *   cmd_generate.c   wlower generate (the LLM loop on a pipeline directory)
+ *   cmd_sweep.c      wlower sweep (hardware design-space exploration, ninja / Slurm)
  *   options.c        the helpers below, shared by the commands
  *
  * main() calls cmd_X(argc - 1, argv + 1): argv[0] is the command's name
@@ -28,6 +29,7 @@ int cmd_calibrate(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
 
 /* cmd_pipeline.c: `wlower SRC --pipeline KIND --target T -o OUT` (called by
  * cmd_compile with the options it parsed). */

@@ -17,6 +17,7 @@ static const struct {
 	{"quantize", cmd_quantize},
 	{"sim", cmd_sim},
 	{"generate", cmd_generate},
+	{"sweep", cmd_sweep},
 };
 
 static int finish(const char *cmd, int rc)
