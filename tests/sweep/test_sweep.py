@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""test_sweep.py WLOWER WORKDIR — `wlower sweep` end to end on a tiny model (tests/sweep/make_tiny.py).
+"""test_sweep.py WLOWER WORKDIR [--chromium PATH] — `wlower sweep` end to end on a tiny model (tests/sweep/make_tiny.py).
 
 ninja: 6 configurations (qc-n, qc-p, an unknown target x 1 and 4 cores), run by `ninja -j 2`:
   progress lines, results.csv / results.json / report.html structure, the unknown target's points
@@ -10,7 +10,8 @@ ninja: 6 configurations (qc-n, qc-p, an unknown target x 1 and 4 cores), run by 
 slurm: the same sweep with --scheduler slurm --wait and a fake `sbatch` first on PATH that
   records its arguments and runs every array task locally with SLURM_ARRAY_TASK_ID: the same
   results.csv as the ninja run; a second submission submits nothing (every point done).
-Ends with "N passed, M failed".
+--chromium PATH: also tests/sweep/report_browser.py on the report (screenshot, charts drawn,
+no console error). Ends with "N passed, M failed".
 """
 import csv
 import json
@@ -21,6 +22,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 W, WORK = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+CHROMIUM = sys.argv[sys.argv.index("--chromium") + 1] if "--chromium" in sys.argv else None
 PY = "/usr/bin/python3"
 passed = failed = 0
 
@@ -159,6 +161,15 @@ check("every point is done" in p.stdout and len(open(os.path.join(WORK, "sbatch.
       "slurm: nothing resubmitted when every point is done")
 p = run([W, "sweep", "--collect", SL])
 check(p.returncode == 0 and "6 points (4 ok, 2 failed, 0 missing)" in p.stdout, "--collect")
+
+# the report in headless Chromium (tests/sweep/report_browser.py): screenshot, charts, console
+if CHROMIUM:
+    p = run([PY, os.path.join(HERE, "report_browser.py"), CHROMIUM, os.path.join(S, "report.html"),
+             os.path.join(WORK, "browser")])
+    print(p.stdout, end="")
+    m = [ln for ln in p.stdout.splitlines() if ln.endswith(" failed") and " passed, " in ln]
+    n_ok, n_bad = (int(x) for x in m[-1].replace(" passed,", "").replace(" failed", "").split()) if m else (0, 1)
+    passed, failed = passed + n_ok, failed + n_bad + (p.returncode != 0 and not n_bad)
 
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
