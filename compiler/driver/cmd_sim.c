@@ -31,8 +31,9 @@ static const char usage_sim[] =
 "                        (without it, they appear on a terminal only, so that an\n"
 "                        error is the one line on stderr)\n"
 "  --cost-only           skip build and run: cost model from schedule.json alone\n"
-"  --calibrate           also print the raw figures per category and the constants\n"
-"                        that would reproduce the vendor's Whisper-tiny encoder profile\n"
+"  --calibrate           also print the raw figures per kernel class, the constants\n"
+"                        and, for the vendor's two Whisper-tiny points (encoder,\n"
+"                        decoder prefill), the residuals of v1 and v2 per category\n"
 "  -h, --help            this help\n"
 "\n"
 "exit status: 0 success, 1 bad input (one line), 2 usage error\n";

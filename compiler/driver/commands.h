@@ -12,6 +12,7 @@
  *   cmd_generate.c   wlower generate (the LLM loop on a pipeline directory)
  *   cmd_tokenize.c   wlower tokenize (a tokenizer.json on text or ids)
  *   cmd_compare.c    wlower compare (the per-tensor accuracy report)
+ *   cmd_sweep.c      wlower sweep (hardware design-space exploration, ninja / Slurm)
  *   options.c        the helpers below, shared by the commands
  *
  * main() calls cmd_X(argc - 1, argv + 1): argv[0] is the command's name
@@ -34,6 +35,7 @@ int cmd_sim(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
 
 /* cmd_pipeline.c: `wlower SRC --pipeline KIND --target T -o OUT` (called by
  * cmd_compile with the options it parsed). */

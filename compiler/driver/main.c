@@ -19,6 +19,7 @@ static const struct {
 	{"generate", cmd_generate},
 	{"tokenize", cmd_tokenize},
 	{"compare", cmd_compare},
+	{"sweep", cmd_sweep},
 };
 
 static int finish(const char *cmd, int rc)

@@ -132,19 +132,36 @@ typedef struct CostKernel {
 	CostCoreCounts core[COST_MAX_CORES];
 } CostKernel;
 
-/* The fitted constants (cost.c: cost_default_params). Each multiplies the
- * category's raw figure (cost_kernel_raw); kernel_overhead is added once per
- * kernel (launch + core synchronisation). */
+/* Kernel classes of the model (cost_kernel_class, from the kernel's "cpp"):
+ * matmul-like (linalg::matMulNBits, whisper::convStem, whisper::logMel),
+ * attention (nn::whisperAttention, nn::gqa), row-wise (everything else:
+ * norms, elementwise, GELU, embedding, argmax, copies). */
+enum { COST_MATMUL, COST_ATTENTION, COST_ROWWISE, COST_CLASS_COUNT };
+extern const char *const cost_class_names[COST_CLASS_COUNT];   /* "matmul", "attention", "rowwise" */
+int cost_kernel_class(const CostKernel *k);
+
+/* The constants (docs/cost-model.md). k[cat] multiplies the category's raw
+ * figure (cost_kernel_raw; k[CAT_MAC] for matmul-like kernels, k_mac_attn
+ * for attention ones); launch is added to compute once per kernel and core;
+ * act_ddr[class] is the share of a kernel's activation bytes that go through
+ * DDR; kernel_overhead is added once per kernel outside the categories;
+ * overlap: double-buffered tiles hide DMA behind the on-chip work. */
 typedef struct CostParams {
 	double k[CAT_COUNT];
-	double act_ddr;           /* share of a kernel's activation bytes that go through DDR */
+	double k_mac_attn;
+	double launch;
+	double act_ddr[COST_CLASS_COUNT];
 	double kernel_overhead;
+	bool overlap;
 } CostParams;
+/* v2, fitted on both vendor points (scripts/fit_cost_model.py): the default. */
 extern const CostParams cost_default_params;
+/* v1 (one constant per category, fitted on the encoder alone), kept for comparison. */
+extern const CostParams cost_v1_params;
 
 /* Raw figures (cycles before the constants) of one kernel on one core. */
 /* raw_act: DDR cycles of the kernel's activations if all went through DDR
- * (scaled by act_ddr, then by k[CAT_DATA_EXTERNAL]). */
+ * (scaled by act_ddr[class], then by k[CAT_DATA_EXTERNAL]). */
 void cost_kernel_raw(const ChimeraConfig *cfg, const CostKernel *k, int ci, double raw[CAT_COUNT],
                      double *raw_act);
 /* min(1, macs / (tile count · m · n · k)); 1 without a tile or MACs. */
@@ -162,6 +179,10 @@ typedef struct CostResult {
 	double module_cat[CAT_COUNT];                 /* critical core per kernel, summed */
 	double raw_module_cat[CAT_COUNT];             /* Σ_k max_c raw (constants 1, act_ddr 0) */
 	double raw_module_act;                        /* Σ_k max_c raw_act */
+	double raw_class[COST_CLASS_COUNT][CAT_COUNT];  /* raw_module_cat per kernel class */
+	double raw_class_act[COST_CLASS_COUNT];         /* raw_module_act per kernel class */
+	int class_kernels[COST_CLASS_COUNT];
+	double launch_cycles;                         /* nkernels · launch (inside compute) */
 	double overhead_cycles;                       /* nkernels · kernel_overhead */
 	uint64_t total_cycles;                        /* sum of kernel_cycles, rounded */
 } CostResult;
@@ -169,6 +190,8 @@ typedef struct CostResult {
 void cost_model(const ChimeraConfig *cfg, const CostParams *p, const CostKernel *ks, int nk,
                 CostResult *r);
 void cost_result_free(CostResult *r);
+/* The activation bytes the model sends through DDR: Σ_k act_bytes · act_ddr[class]. */
+double cost_model_act_bytes(const CostParams *p, const CostKernel *ks, int nk);
 
 
 /* ---------------------------------------------------------------- lower.c, alloc.c, emit_cpp.c

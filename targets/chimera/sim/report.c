@@ -60,11 +60,8 @@ void sim_print_report(FILE *f, const SimReport *rep)
 	size_text(rep->ext_write, b2, sizeof b2);
 	fprintf(f, "  %-22s %s\n", "external bytes read", b1);
 	fprintf(f, "  %-22s %s\n", "external bytes written", b2);
-	uint64_t act = 0;
-	for (int i = 0; i < s->nk; i++)
-		act += s->k[i].act_bytes;
-	size_text(rep->ext_read + rep->ext_write + (uint64_t)llround(cost_default_params.act_ddr * (double)act),
-	          b1, sizeof b1);
+	double act = cost_model_act_bytes(&cost_default_params, s->k, s->nk);
+	size_text(rep->ext_read + rep->ext_write + (uint64_t)llround(act), b1, sizeof b1);
 	fprintf(f, "  %-22s %s (with the modelled activation traffic, docs/cost-model.md)\n",
 	        "external bytes, model", b1);
 	fprintf(f, "  %-22s %.2f GB/s\n", "average bandwidth",
@@ -94,8 +91,9 @@ void sim_print_bars(FILE *f, const SimReport *rep)
 	fprintf(f, "Cycles per category (slowest core of each kernel, summed over kernels)\n");
 	for (int t = 0; t < CAT_COUNT; t++)
 		bar(f, cost_category_names[t], r->module_cat[t], max, total);
-	bar(f, "overhead", r->overhead_cycles, max, total);
-	fprintf(f, "Cycles per core (busy = its kernels' times with DMA overlap)\n");
+	if (r->overhead_cycles > 0)
+		bar(f, "overhead", r->overhead_cycles, max, total);
+	fprintf(f, "Cycles per core (busy = the sum of its kernels' times)\n");
 	for (int c = 0; c < r->cores; c++) {
 		fprintf(f, "  core %d: busy %.0f", c, r->core_busy[c]);
 		for (int t = 0; t < CAT_COUNT; t++)

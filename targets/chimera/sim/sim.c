@@ -583,53 +583,77 @@ static int compare_output(const char *outdir, const SimBind *b, const RTensor *r
 	return rc;
 }
 
-/* The vendor's profile (docs/cost-model.md "Calibration"). */
-static const double vendor_cat[CAT_COUNT] = {
-	[CAT_COMPUTE] = 19.679e6, [CAT_MAC] = 6.154e6, [CAT_DATA_ARRAY] = 3.478e6,
-	[CAT_DATA_OCM] = 11.834e6, [CAT_DATA_EXTERNAL] = 2.302e6,
+/* The vendor's profiles (docs/cost-model.md "Calibration"): its simulator on
+ * the Whisper-tiny encoder (log-mel fused) and decoder prefill, QC-P, 4 cores,
+ * 32 MB OCM, 16 MACs/PE, 128 GB/s, 1.7 GHz. A module is taken for one of
+ * them when its configuration is that and its network MACs are within 1%. */
+typedef struct VendorPoint {
+	const char *name;
+	double gmacs, total, cat[CAT_COUNT];
+} VendorPoint;
+static const VendorPoint vendor_points[] = {
+	{"Whisper-tiny encoder", 18.9995, 43925705,
+	 {[CAT_COMPUTE] = 19.679e6, [CAT_MAC] = 6.154e6, [CAT_DATA_ARRAY] = 3.478e6,
+	  [CAT_DATA_OCM] = 11.834e6, [CAT_DATA_EXTERNAL] = 2.302e6}},
+	{"Whisper-tiny decoder prefill", 1.90065, 4297756,
+	 {[CAT_COMPUTE] = 1.907e6, [CAT_MAC] = 380016, [CAT_DATA_ARRAY] = 487555,
+	  [CAT_DATA_OCM] = 1.145e6, [CAT_DATA_EXTERNAL] = 372422}},
 };
-static const double vendor_total = 43925705;
+
+static const VendorPoint *vendor_point_of(const SimSchedule *s)
+{
+	const ChimeraConfig *c = &s->cfg;
+	if (strcmp(s->target, "qc-p") || c->cores != 4 || c->ocm_bytes != 32ull << 20 || c->macs_per_pe != 16 ||
+	    fabs(c->ext_bw - 128e9) > 1 || fabs(c->clock_hz - 1.7e9) > 1)
+		return NULL;
+	double macs = 0;
+	for (int i = 0; i < s->nk; i++)
+		macs += (double)s->k[i].macs;
+	for (size_t i = 0; i < sizeof vendor_points / sizeof vendor_points[0]; i++)
+		if (fabs(macs / 1e9 / vendor_points[i].gmacs - 1) < 0.01)
+			return &vendor_points[i];
+	return NULL;
+}
 
 static void print_calibration(const SimSchedule *s)
 {
-	CostParams unit = {.k = {1, 1, 1, 1, 1}, .act_ddr = 0, .kernel_overhead = 0};
+	CostParams unit = {.k = {1, 1, 1, 1, 1}, .k_mac_attn = 1};
 	CostResult r;
 	cost_model(&s->cfg, &unit, s->k, s->nk, &r);
-	printf("calibration (vendor Whisper-tiny encoder, QC-P x4):\n");
-	printf("  %-14s %16s %14s %14s\n", "category", "raw", "vendor", "constant");
-	CostParams fit = {0};
-	for (int t = 0; t < CAT_COUNT; t++) {
-		if (t == CAT_DATA_EXTERNAL) {
-			/* DDR at its nominal bandwidth; the vendor's extra DDR time is
-			 * activation traffic: fit the share act_ddr */
-			fit.k[t] = 1;
-			double extra = vendor_cat[t] - r.raw_module_cat[t];
-			fit.act_ddr = r.raw_module_act > 0 && extra > 0 ? extra / r.raw_module_act : 0;
-			printf("  %-14s %16.0f %14.0f %14s  (nominal DDR bytes; constant 1)\n", cost_category_names[t],
-			       r.raw_module_cat[t], vendor_cat[t], "1");
-			printf("  %-14s %16.0f %14.0f %14.6g  (act_ddr: share of activation bytes via DDR)\n",
-			       "  +activations", r.raw_module_act, extra, fit.act_ddr);
-			continue;
-		}
-		fit.k[t] = r.raw_module_cat[t] > 0 ? vendor_cat[t] / r.raw_module_cat[t] : 0;
-		printf("  %-14s %16.0f %14.0f %14.6g\n", cost_category_names[t], r.raw_module_cat[t],
-		       vendor_cat[t], fit.k[t]);
+	const CostParams *p = &cost_default_params;
+	printf("calibration: raw figures per kernel class (Σ over kernels of the slowest core, constants 1)\n");
+	printf("  %-10s %7s %12s %12s %12s %12s %12s %12s\n", "class", "kernels", "alu/PEs", "mac", "data_array",
+	       "data_ocm", "ext (DDR)", "activations");
+	for (int c = 0; c < COST_CLASS_COUNT; c++)
+		printf("  %-10s %7d %12.0f %12.0f %12.0f %12.0f %12.0f %12.0f\n", cost_class_names[c], r.class_kernels[c],
+		       r.raw_class[c][CAT_COMPUTE], r.raw_class[c][CAT_MAC], r.raw_class[c][CAT_DATA_ARRAY],
+		       r.raw_class[c][CAT_DATA_OCM], r.raw_class[c][CAT_DATA_EXTERNAL], r.raw_class_act[c]);
+	cost_result_free(&r);
+	printf("constants (v2, scripts/fit_cost_model.py): c_alu %g, c_launch %g, k_mac %g, k_mac_attn %g, "
+	       "k_array %g, k_ocm %g, a_row %g\n", p->k[CAT_COMPUTE], p->launch, p->k[CAT_MAC], p->k_mac_attn,
+	       p->k[CAT_DATA_ARRAY], p->k[CAT_DATA_OCM], p->act_ddr[COST_ROWWISE]);
+	const VendorPoint *v = vendor_point_of(s);
+	if (!v) {
+		printf("no vendor profile for this module (vendor points: qc-p x4, 32 MB, 16 MACs/PE, 128 GB/s, "
+		       "1.7 GHz; Whisper-tiny encoder 18.9995 GMACs, decoder prefill 1.90065 GMACs)\n");
+		return;
 	}
-	cost_result_free(&r);
-	/* the vendor's total minus its categories: what a kernel costs beyond them */
-	double vsum = 0;
-	for (int t = 0; t < CAT_COUNT; t++)
-		vsum += vendor_cat[t];
-	fit.kernel_overhead = s->nk ? (vendor_total - vsum) / s->nk : 0;
-	printf("  %-14s %16.0f %14.0f %14.6g  (per kernel: vendor total - its categories, %d kernels)\n",
-	       "overhead", vendor_total - vsum, vendor_total, fit.kernel_overhead, s->nk);
-	cost_model(&s->cfg, &fit, s->k, s->nk, &r);
-	printf("  with these constants: TotalCycles %llu (vendor %.0f, %+.1f%%)\n",
-	       (unsigned long long)r.total_cycles, vendor_total, 100.0 * ((double)r.total_cycles / vendor_total - 1));
-	for (int t = 0; t < CAT_COUNT; t++)
-		printf("  %-14s predicted %12.0f  vendor %12.0f  %+.1f%%\n", cost_category_names[t], r.module_cat[t],
-		       vendor_cat[t], 100.0 * (r.module_cat[t] / vendor_cat[t] - 1));
-	cost_result_free(&r);
+	CostResult r1, r2;
+	cost_model(&s->cfg, &cost_v1_params, s->k, s->nk, &r1);
+	cost_model(&s->cfg, p, s->k, s->nk, &r2);
+	printf("residuals vs the vendor's %s (v1: one constant per category, encoder only; v2: the default)\n",
+	       v->name);
+	printf("  %-14s %14s %14s %8s %14s %8s\n", "category", "vendor", "v1", "v1 err", "v2", "v2 err");
+	for (int t = 0; t <= CAT_COUNT; t++) {
+		bool tot = t == CAT_COUNT;
+		double vv = tot ? v->total : v->cat[t];
+		double a = tot ? (double)r1.total_cycles : r1.module_cat[t];
+		double b = tot ? (double)r2.total_cycles : r2.module_cat[t];
+		printf("  %-14s %14.0f %14.0f %+7.1f%% %14.0f %+7.1f%%\n", tot ? "TotalCycles" : cost_category_names[t], vv,
+		       a, 100 * (a / vv - 1), b, 100 * (b / vv - 1));
+	}
+	cost_result_free(&r1);
+	cost_result_free(&r2);
 }
 
 /* The report on stdout (checked: a report that could not be written fails
