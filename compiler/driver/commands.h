@@ -37,6 +37,8 @@ typedef struct PipelineArgs {
 	bool ref;                            /* --target ref: fused ONNX on the reference executor */
 	const struct TargetOptions *to;      /* host/qc-*: as for --target */
 	const PipelineOptions *pipe;         /* fuse flags, --max-seq, ... (dims are per program) */
+	const char *calibrate;               /* qc-*: --calibrate PROMPTS.txt */
+	const char *tranges_dir;             /* qc-*: --tranges DIR (DIR/<program>.tranges) */
 } PipelineArgs;
 int cmd_compile_pipeline(const PipelineArgs *pa);
 
