@@ -64,6 +64,9 @@ static const char usage_main[] =
 "  --calibrate PROMPTS.txt  qc-*: ranges from float decoding (ref) from each prompt (one\n"
 "                        a line, comma-separated ids) to max_seq: every tensor at every\n"
 "                        position, the KV cache included; kept as PIPE_DIR/<program>.tranges\n"
+"  --calibrate-margin M  widen those ranges M times (default 2: one guard bit; 1: as recorded):\n"
+"                        later prompts go beyond a trace, and a saturated store at one\n"
+"                        position corrupts the KV cache for every later one\n"
 "  --tranges DIR         qc-* with --pipeline: DIR/<program>.tranges instead (e.g. an\n"
 "                        earlier qc pipeline's folder); one of the two is required\n"
 "\n"
@@ -97,7 +100,7 @@ static int bad_input(const Diag *d)
 typedef struct Options {
 	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline, *calibrate;
 	long cores, macs_per_pe, threads;
-	double ocm, clock, ext_bw;
+	double ocm, clock, ext_bw, calibrate_margin;
 	bool print_weights, external_data, list_passes, list_ops, stats, print_fracbits;
 	OptList dims;                  /* --dim NAME=N, each occurrence */
 	bool seen[40];                 /* per row of compile_opts: given */
@@ -128,6 +131,7 @@ static const OptSpec compile_opts[] = {
 	{"--dim", NULL, OPT_LIST, O(dims)},
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
 	{"--calibrate", NULL, OPT_STRING, O(calibrate)},
+	{"--calibrate-margin", NULL, OPT_REAL, O(calibrate_margin), 1, 16, false, "%s: '%s' is not 1..16"},
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},
@@ -345,7 +349,10 @@ static int compile_target(Options *o, TargetKind kind)
 	bool chimera = kind != TARGET_HOST;
 	if (o->pipeline) {
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = o->target, .out = o->out,
-		                   .to = &to, .pipe = &o->pipe, .calibrate = o->calibrate, .tranges_dir = o->tranges};
+		                   .to = &to, .pipe = &o->pipe, .calibrate = o->calibrate, .tranges_dir = o->tranges,
+		                   .calibrate_margin = o->calibrate_margin};
+		if (given(o, "--calibrate-margin") && !o->calibrate)
+			return cmd_usage(NULL, "%s", "--calibrate-margin goes with --calibrate");
 		return cmd_compile_pipeline(&pa);
 	}
 

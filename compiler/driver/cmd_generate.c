@@ -35,8 +35,8 @@ static const char usage_generate[] =
 "With --model, the pipeline is compiled on first use into a cache keyed by the sha256 of\n"
 "LLM_DIR's files, the target and the compile options ($WLOWER_CACHE, else\n"
 "$XDG_CACHE_HOME/wlower, else ~/.cache/wlower) and reused after. Compile options with\n"
-"--model: --max-seq, --cpu (host), --calibrate PROMPTS.txt or --tranges DIR (qc-*, one\n"
-"required), --cores, --ocm, --macs-per-pe, --clock, --ext-bw (qc-*), as 'wlower --help'.\n"
+"--model: --max-seq, --cpu (host), --calibrate PROMPTS.txt [--calibrate-margin M] or\n"
+"--tranges DIR (qc-*, one required), --cores, --ocm, --macs-per-pe, --clock, --ext-bw (qc-*), as 'wlower --help'.\n"
 "qc-* pipelines run on the bit-exact emulator (one simulator process for every step).\n"
 "\n"
 "  --prompt-ids LIST     prompt token ids, comma-separated (e.g. 1: the BOS id)\n"
@@ -62,7 +62,7 @@ static const char usage_generate[] =
 
 typedef struct GenArgs {
 	const char *pipeline, *prompt, *json, *dump, *model, *target, *max_seq, *cpu;
-	const char *calibrate, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw;
+	const char *calibrate, *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw;
 	long max_new, threads, reps, top_k, seed;
 	double temperature, top_p;
 	bool ignore_eos, stream;
@@ -76,6 +76,7 @@ static const OptSpec gen_opts[] = {
 	{"--max-seq", NULL, OPT_STRING, O(max_seq)},
 	{"--cpu", NULL, OPT_STRING, O(cpu)},
 	{"--calibrate", NULL, OPT_STRING, O(calibrate)},
+	{"--calibrate-margin", NULL, OPT_STRING, O(margin)},
 	{"--tranges", NULL, OPT_STRING, O(tranges)},
 	{"--cores", NULL, OPT_STRING, O(cores)},
 	{"--ocm", NULL, OPT_STRING, O(ocm)},
@@ -237,7 +238,7 @@ static int cache_root(char *buf, size_t n)
 typedef struct PassOpt { const char *name, *value; } PassOpt;
 static int pass_opts(const GenArgs *a, PassOpt *o)
 {
-	PassOpt v[] = {{"--max-seq", a->max_seq}, {"--cpu", a->cpu}, {"--calibrate", a->calibrate},
+	PassOpt v[] = {{"--max-seq", a->max_seq}, {"--cpu", a->cpu}, {"--calibrate", a->calibrate}, {"--calibrate-margin", a->margin},
 	               {"--tranges", a->tranges}, {"--cores", a->cores}, {"--ocm", a->ocm},
 	               {"--macs-per-pe", a->macs_per_pe}, {"--clock", a->clock}, {"--ext-bw", a->ext_bw}};
 	int n = (int)(sizeof v / sizeof v[0]);
@@ -339,6 +340,7 @@ typedef struct SimProg {
 	const char *name;
 	uint64_t cycles_per_run, saturated;
 	int runs, nsat;            /* runs, runs with a saturated store */
+	const char *first_kernel;  /* the first kernel that saturated */
 	cJSON *sat_runs;           /* [[run, count], ...] */
 } SimProg;
 
@@ -363,6 +365,7 @@ static void sim_totals(Llm *l, int nsteps, SimTotals *t)
 		t->clock_hz = st->clock_hz;
 		sp->cycles_per_run = st->cycles_per_run;
 		sp->runs = st->runs;
+		sp->first_kernel = st->first_saturated_kernel;
 		cycles += (double)st->cycles_per_run * st->runs;
 		sp->sat_runs = cJSON_CreateArray();
 		for (int r = 0; st->saturated && r < st->runs; r++) {
@@ -404,7 +407,8 @@ static void sim_report(Llm *l, const SimTotals *t, cJSON *rep)
 			cJSON_ArrayForEach(e, sp->sat_runs)
 				if (k++ < 8)
 					fprintf(stderr, " %d:%d", cJSON_GetArrayItem(e, 0)->valueint, cJSON_GetArrayItem(e, 1)->valueint);
-			fprintf(stderr, "%s); recalibrate on prompts that reach these positions", sp->nsat > 8 ? " ..." : "");
+			fprintf(stderr, "%s; first in kernel '%s'); recalibrate on more prompts or with a wider "
+			        "--calibrate-margin", sp->nsat > 8 ? " ..." : "", sp->first_kernel);
 		}
 		fputc('\n', stderr);
 		program_print_report(llm_program(l, i, NULL), stderr);

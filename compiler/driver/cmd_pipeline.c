@@ -16,12 +16,17 @@
  * blank lines skipped): the pipeline is first built for ref in
  * OUT.tmp/.calibrate, and from each prompt greedy decoding runs to max_seq
  * (eos ignored) with tranges/calibrate.c observing every program input (the
- * KV cache included) and node output at every position; the merged ranges
+ * KV cache included) and node output at every position; the merged ranges,
+ * widened --calibrate-margin times (default 2: one guard bit, since a later
+ * prompt goes beyond the traces and a store that saturates corrupts the
+ * cache row for every later position; 32-bit fixed point has bits to spare),
  * are written as OUT/<program>.tranges, then the qc programs are compiled
  * with them. --tranges DIR takes DIR/<program>.tranges instead (e.g. an
  * earlier qc pipeline's folder) and copies them into OUT. Either way the
  * pipeline records the ranges it was compiled with.
  */
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,6 +387,11 @@ static int calibrate(const PipelineArgs *pa, const char *dir, Diag *d)
 		else if (cr.n_inf)
 			rc = diag_fail(d, "%s: program '%s': tensors hold infinities (%s): no fixed-point format fits",
 			               pa->calibrate, name, cr.inf_names);
+		double m = pa->calibrate_margin > 0 ? pa->calibrate_margin : 2;
+		for (int k = 0; k < tr->n; k++) {
+			tr->r[k].min = fmax(tr->r[k].min * m, -FLT_MAX);
+			tr->r[k].max = fmin(tr->r[k].max * m, FLT_MAX);
+		}
 		char path[4200];
 		snprintf(path, sizeof path, "%s/%s.tranges", dir, name);
 		rc = rc ?: tranges_write(path, tr, d);

@@ -39,6 +39,7 @@ typedef struct PipelineArgs {
 	const PipelineOptions *pipe;         /* fuse flags, --max-seq, ... (dims are per program) */
 	const char *calibrate;               /* qc-*: --calibrate PROMPTS.txt */
 	const char *tranges_dir;             /* qc-*: --tranges DIR (DIR/<program>.tranges) */
+	double calibrate_margin;             /* --calibrate-margin M (0: the default, 2) */
 } PipelineArgs;
 int cmd_compile_pipeline(const PipelineArgs *pa);
 

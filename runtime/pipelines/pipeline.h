@@ -70,6 +70,7 @@ typedef struct ProgramStats {
 	uint64_t cycles_per_run;
 	double clock_hz;
 	uint64_t *saturated;       /* [runs], qc only (else NULL) */
+	char first_saturated_kernel[128];  /* the kernel of the first saturated store ("" if none) */
 } ProgramStats;
 const ProgramStats *program_stats(const Program *p);
 void program_stats_reset(Program *p);

@@ -149,6 +149,9 @@ static int run_qc(Program *p, Diag *d)
 	if (st->runs % 64 == 0 && !(st->saturated = realloc(st->saturated, (size_t)(st->runs + 64) * sizeof *st->saturated)))
 		wl_die(__FILE__, __LINE__, "out of memory");
 	st->saturated[st->runs] = sim_session_saturated(p->sim);
+	const char *k = sim_session_saturated_kernel(p->sim);
+	if (k && !st->first_saturated_kernel[0])
+		snprintf(st->first_saturated_kernel, sizeof st->first_saturated_kernel, "%s", k);
 	return WL_OK;
 }
 
@@ -173,6 +176,7 @@ const ProgramStats *program_stats(const Program *p) { return &p->st; }
 void program_stats_reset(Program *p)
 {
 	p->st.runs = 0;
+	p->st.first_saturated_kernel[0] = 0;
 }
 
 int program_observe(Program *p, ExecObserver fn, void *ctx, Diag *d)

@@ -40,6 +40,7 @@ struct SimSession {
 	void **out;                /* output buffers */
 	uint64_t *cnt;             /* 5 per kernel */
 	uint64_t saturated;
+	char sat_kernel[160];
 	pid_t pid;
 	int fd_in, fd_out, fd_err;
 	bool dead;
@@ -197,6 +198,7 @@ int sim_session_count(const SimSession *ss, bool outputs) { return ss->n[outputs
 const SimIo *sim_session_io(const SimSession *ss, bool outputs, int i) { return &ss->io[outputs][i]; }
 void *sim_session_output(SimSession *ss, int i) { return ss->out[i]; }
 uint64_t sim_session_saturated(const SimSession *ss) { return ss->saturated; }
+const char *sim_session_saturated_kernel(const SimSession *ss) { return ss->sat_kernel[0] ? ss->sat_kernel : NULL; }
 const SimSchedule *sim_session_schedule(const SimSession *ss) { return &ss->s; }
 const CostResult *sim_session_cost(const SimSession *ss) { return &ss->cost; }
 
@@ -288,10 +290,13 @@ int sim_session_run(SimSession *ss, const void *const *in, Diag *d)
 		if (!read_all(ss->fd_out, ss->out[i], ss->io[1][i].bytes))
 			return child_error(ss, "reading its outputs", d);
 	ss->saturated = 0;
+	ss->sat_kernel[0] = 0;
 	for (int k = 0; k < ss->s.nk; k++) {
 		const uint64_t *q = &ss->cnt[(size_t)k * 5];
 		if (sim_counters_check(ss->dir, &ss->s, k, q[0], q[1], q[2], q[3], d) != WL_OK)
 			return WL_ERR;
+		if (q[4] && !ss->saturated)
+			snprintf(ss->sat_kernel, sizeof ss->sat_kernel, "%s (%s)", ss->s.k[k].name, ss->s.k[k].op);
 		ss->saturated += q[4];
 	}
 	return WL_OK;

@@ -105,6 +105,8 @@ int sim_session_run(SimSession *s, const void *const *in, Diag *d);
 void *sim_session_output(SimSession *s, int i);
 /* Fixed-point stores that saturated in the last run. */
 uint64_t sim_session_saturated(const SimSession *s);
+/* "name (Op)" of the first kernel that saturated in the last run, or NULL. */
+const char *sim_session_saturated_kernel(const SimSession *s);
 /* The schedule, the cost model's result (cycles per run: they do not depend
  * on the inputs) and the report's totals, for sim_print_report. */
 const SimSchedule *sim_session_schedule(const SimSession *s);
