@@ -351,8 +351,6 @@ static int compile_target(Options *o, TargetKind kind)
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = o->target, .out = o->out,
 		                   .to = &to, .pipe = &o->pipe, .calibrate = o->calibrate, .tranges_dir = o->tranges,
 		                   .calibrate_margin = o->calibrate_margin};
-		if (given(o, "--calibrate-margin") && !o->calibrate)
-			return cmd_usage(NULL, "%s", "--calibrate-margin goes with --calibrate");
 		return cmd_compile_pipeline(&pa);
 	}
 
@@ -434,6 +432,8 @@ static int dispatch(Options *o)
 	}
 	if (!o->model)
 		return cmd_usage(NULL, "%s", "no model given");
+	if (given(o, "--calibrate-margin") && !o->calibrate)
+		return cmd_usage(NULL, "%s", "--calibrate-margin goes with --calibrate");
 	if (o->pipeline && o->target && strcmp(o->target, "ref") == 0) {
 		if (first_given(o, chimera_only) || first_given(o, host_only) || !o->out)
 			return cmd_usage(NULL, "%s", "--target ref takes no hardware options and needs -o DIR");

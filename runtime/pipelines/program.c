@@ -6,6 +6,7 @@
  * buffers (no copies). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "pipeline.h"
 #include "runtime/rt/wlower_rt.h"
 #include "targets/chimera/sim/sim.h"
@@ -49,7 +50,7 @@ static int open_host(Program *p, int threads, Diag *d)
 
 static int open_qc(Program *p, Diag *d)
 {
-	if (sim_session_open(p->dir, true, &p->sim, d) != WL_OK)
+	if (sim_session_open(p->dir, !isatty(2), &p->sim, d) != WL_OK)   /* build messages on a terminal */
 		return WL_ERR;
 	p->nout = sim_session_count(p->sim, true);
 	if (!(p->sim_in = calloc((size_t)sim_session_count(p->sim, false) + 1, sizeof *p->sim_in)))
