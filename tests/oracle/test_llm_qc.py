@@ -9,7 +9,8 @@
    --max-new-tokens 64` must print exactly the 64 ids of llama2.c's run.c
    (tests/oracle/stories260K_greedy.json), with the simulated report: cycles, latency and tokens/s
    per token, saturation per program, the vendor's per-run table (stderr and --json).
-2. --tranges DIR (the first pipeline's folder) gives the same step program (module.cpp).
+2. --tranges DIR (the first pipeline's folder) gives the same step program (module.cpp); `generate --model
+   EXPORT --target qc-n --calibrate ...` compiles into $WLOWER_CACHE on first use and reuses it.
 3. Seeded Qwen2/Llama-shaped exports (examples/models/hf_llama.py; one 4-bit from `wlower quantize`)
    on qc-n and qc-u: `wlower generate --prompt-ids 1,5,9 --max-new-tokens 16` equal to ONNX Runtime's
    own greedy loop (tests/oracle/ort_generate.js), per-step logits PSNR >= 40 dB.
@@ -120,6 +121,16 @@ def stories(W, work, env, t):
     same = r.returncode == 0 and open(os.path.join(pipe, "step", "module.cpp")).read() == \
         open(os.path.join(again, "step", "module.cpp")).read()
     t.check("--tranges DIR (the first pipeline): the same step program", same, r.stderr.strip()[-300:])
+    cenv = dict(env, WLOWER_CACHE=os.path.join(work, "pipelines"))
+    shutil.rmtree(cenv["WLOWER_CACHE"], ignore_errors=True)
+    outs = []
+    for i in range(2):
+        r = run([W, "generate", "--model", export, "--target", "qc-n", "--cores", "1", "--max-seq", "128",
+                 "--calibrate", prompts, "--prompt-ids", "1", "--max-new-tokens", "16"], env=cenv)
+        outs.append((r.returncode, r.stdout.strip(), "compiling" in r.stderr))
+    t.check("--model --target qc-n --calibrate: compiled on first use, reused after, ids equal run.c's",
+            outs[0][0] == 0 and outs[1][0] == 0 and outs[0][2] and not outs[1][2] and
+            outs[0][1] == outs[1][1] == ",".join(map(str, want[:16])), str(outs)[:300])
     return export
 
 
