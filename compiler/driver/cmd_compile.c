@@ -58,6 +58,19 @@ static const char usage_main[] =
 "                        past_sequence_length=0: a GenAI prompt's empty past)\n"
 "  --max-seq N           the longest sequence the program sees: RoPE computed from\n"
 "                        position_ids becomes a table of N rows (default 4096)\n""\n"
+"pipelines (several programs in one folder, run by 'wlower generate'):\n"
+"  --pipeline llm --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR\n"
+"                        MODEL is an LLM folder (an Optimum export); the KV-cached\n"
+"                        step program into PIPE_DIR (hardware options as below)\n"
+"  --calibrate PROMPTS.txt  qc-*: ranges from float decoding (ref) from each prompt (one\n"
+"                        a line, comma-separated ids) to max_seq: every tensor at every\n"
+"                        position, the KV cache included; kept as PIPE_DIR/<program>.tranges\n"
+"  --calibrate-margin M  widen those ranges M times (default 2: one guard bit; 1: as recorded):\n"
+"                        later prompts go beyond a trace, and a saturated store at one\n"
+"                        position corrupts the KV cache for every later one\n"
+"  --tranges DIR         qc-* with --pipeline: DIR/<program>.tranges instead (e.g. an\n"
+"                        earlier qc pipeline's folder); one of the two is required\n"
+"\n"
 "compilation to a target (writes the module directory DIR, atomically):\n"
 "  --target qc-n|qc-p|qc-u|host -o DIR\n"
 "                        qc-*: Chimera GPNPU (8x8, 16x16, 32x32 PEs): CCL C++ + schedule.json,\n"
@@ -86,12 +99,12 @@ static int bad_input(const Diag *d)
 }
 
 typedef struct Options {
-	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline;
+	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline, *calibrate;
 	long cores, macs_per_pe, threads;
-	double ocm, clock, ext_bw;
+	double ocm, clock, ext_bw, calibrate_margin;
 	bool print_weights, external_data, list_passes, list_ops, stats, print_fracbits;
 	OptList dims;                  /* --dim NAME=N, each occurrence */
-	bool seen[32];                 /* per row of compile_opts: given */
+	bool seen[40];                 /* per row of compile_opts: given */
 	PipelineOptions pipe;
 } Options;
 
@@ -118,6 +131,8 @@ static const OptSpec compile_opts[] = {
 	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
 	{"--dim", NULL, OPT_LIST, O(dims)},
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
+	{"--calibrate", NULL, OPT_STRING, O(calibrate)},
+	{"--calibrate-margin", NULL, OPT_REAL, O(calibrate_margin), 1, 16, false, "%s: '%s' is not 1..16"},
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},
@@ -302,14 +317,16 @@ static int target_options(Options *o, TargetKind kind, TargetOptions *out)
 	}
 	if (!o->out)
 		return cmd_usage(NULL, "--target %s needs -o DIR", o->target);
-	if (chimera && !o->tranges)
+	if (o->calibrate && !o->pipeline)
+		return cmd_usage(NULL, "%s", "--calibrate PROMPTS.txt goes with --pipeline llm (a plain model: 'wlower calibrate')");
+	if (chimera && !o->tranges && !o->pipeline)
 		return cmd_usage(NULL, "--target %s needs --tranges FILE (from 'wlower calibrate')", o->target);
 	if (!chimera && (o->tranges || o->print_fracbits))
 		return cmd_usage(NULL, "%s", "--tranges and --print-fracbits are for the qc-* targets (the host runs float)");
 	if (o->pipe.passes || o->pipe.stop_after)
 		return cmd_usage(NULL, "%s", "--passes/--stop-after cannot be combined with --target");
 	if (chimera) {
-		o->pipe.numerics.tranges_path = o->tranges;
+		o->pipe.numerics.tranges_path = o->pipeline ? NULL : o->tranges;   /* pipelines: per program */
 		o->pipe.numerics.print_fracbits = o->print_fracbits;
 	}
 	/* the passes the manifest lists: the default pipeline (numerics for qc-* only) */
@@ -333,7 +350,8 @@ static int compile_target(Options *o, TargetKind kind)
 	bool chimera = kind != TARGET_HOST;
 	if (o->pipeline) {
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = o->target, .out = o->out,
-		                   .to = &to, .pipe = &o->pipe};
+		                   .to = &to, .pipe = &o->pipe, .calibrate = o->calibrate, .tranges_dir = o->tranges,
+		                   .calibrate_margin = o->calibrate_margin};
 		return cmd_compile_pipeline(&pa);
 	}
 
@@ -415,9 +433,13 @@ static int dispatch(Options *o)
 	}
 	if (!o->model)
 		return cmd_usage(NULL, "%s", "no model given");
+	if (given(o, "--calibrate-margin") && !o->calibrate)
+		return cmd_usage(NULL, "%s", "--calibrate-margin goes with --calibrate");
 	if (o->pipeline && o->target && strcmp(o->target, "ref") == 0) {
 		if (first_given(o, chimera_only) || first_given(o, host_only) || !o->out)
 			return cmd_usage(NULL, "%s", "--target ref takes no hardware options and needs -o DIR");
+		if (o->calibrate || o->tranges)
+			return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float)");
 		TargetOptions to = {.target_name = "ref", .model_path = o->model, .fuse = o->pipe.fuse,
 		                    .t_start_ms = wl_now_ms()};
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = "ref", .out = o->out, .ref = true,
@@ -436,6 +458,8 @@ static int dispatch(Options *o)
 		return cmd_usage(NULL, "%s", "the hardware options (--cores, --ocm, ..., --cpu, --threads) need --target");
 	if (o->print_fracbits && !o->tranges)
 		return cmd_usage(NULL, "%s", "--print-fracbits needs --tranges FILE");
+	if (o->calibrate)
+		return cmd_usage(NULL, "%s", "--calibrate PROMPTS.txt goes with --pipeline llm --target qc-*");
 	/* Without --target, --tranges runs the numerics group in the pipeline
 	 * (e.g. --stop-after=assign-fracbits --print-fracbits to see the formats). */
 	o->pipe.numerics.tranges_path = o->tranges;

@@ -7,7 +7,12 @@
  *
  * stdout: the generated ids, comma-separated, one line (or one id at a time
  * with --stream). stderr: the report. --json FILE (atomic): {"ids": [...],
- * "prompt_ids": [...], "report": {...}}.
+ * "prompt_ids": [...], "report": {...}}. On a qc-* pipeline the report adds
+ * the simulated device: cycles and latency per token and tokens/s at the
+ * configured clock (the cost model's cycles per run of each program, summed
+ * over the runs of the first repetition, per position), saturated
+ * fixed-point stores per program and per position, and per program the
+ * vendor's per-run table (`wlower sim`'s configuration and report).
  */
 #include <math.h>
 #include <stdio.h>
@@ -16,19 +21,23 @@
 #include <sys/stat.h>
 #include "compiler/driver/commands.h"
 #include "runtime/pipelines/pipeline.h"
+#include "tranges/tranges.h"
 
 static const char CMD[] = "generate";
 
 static const char usage_generate[] =
-"usage: wlower generate (--pipeline PIPE_DIR | --model LLM_DIR --target ref|host [--max-seq N]\n"
-"                        [--cpu NAME]) --prompt-ids ID,ID,... [options]\n"
+"usage: wlower generate (--pipeline PIPE_DIR | --model LLM_DIR --target T [--max-seq N] [compile options])\n"
+"                       --prompt-ids ID,ID,... [options]\n"
 "\n"
 "Decoding (greedy: argmax, first index on ties; or sampled) with the pipeline's step program\n"
 "and its static-size KV cache, one position at a time (the prompt too).\n"
-"PIPE_DIR: 'wlower LLM_DIR --pipeline llm --target ref|host -o PIPE_DIR'. With --model,\n"
-"the pipeline is compiled on first use into a cache keyed by the sha256 of LLM_DIR's files,\n"
-"the target and the compile options ($WLOWER_CACHE, else $XDG_CACHE_HOME/wlower, else\n"
-"~/.cache/wlower) and reused after.\n"
+"PIPE_DIR: 'wlower LLM_DIR --pipeline llm --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR'.\n"
+"With --model, the pipeline is compiled on first use into a cache keyed by the sha256 of\n"
+"LLM_DIR's files, the target and the compile options ($WLOWER_CACHE, else\n"
+"$XDG_CACHE_HOME/wlower, else ~/.cache/wlower) and reused after. Compile options with\n"
+"--model: --max-seq, --cpu (host), --calibrate PROMPTS.txt [--calibrate-margin M] or\n"
+"--tranges DIR (qc-*, one required), --cores, --ocm, --macs-per-pe, --clock, --ext-bw (qc-*), as 'wlower --help'.\n"
+"qc-* pipelines run on the bit-exact emulator (one simulator process for every step).\n"
 "\n"
 "  --prompt-ids LIST     prompt token ids, comma-separated (e.g. 1: the BOS id)\n"
 "  --max-new-tokens N    ids to generate (default 32); prompt + N <= max_seq\n"
@@ -46,11 +55,14 @@ static const char usage_generate[] =
 "  -h, --help            this help\n"
 "\n"
 "stdout: the generated ids (prompt excluded), comma-separated; stderr: the report\n"
-"(prompt processing and token generation tokens/s, per-step time).\n"
+"(prompt processing and token generation tokens/s, per-step time; qc-*: simulated cycles,\n"
+"latency and tokens/s per token at the configured clock, saturated fixed-point stores\n"
+"per program and position, the vendor's per-run table of each program).\n"
 "exit status: 0 success, 1 bad input (one line naming the file or the id), 2 usage error\n";
 
 typedef struct GenArgs {
 	const char *pipeline, *prompt, *json, *dump, *model, *target, *max_seq, *cpu;
+	const char *calibrate, *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw;
 	long max_new, threads, reps, top_k, seed;
 	double temperature, top_p;
 	bool ignore_eos, stream;
@@ -63,6 +75,14 @@ static const OptSpec gen_opts[] = {
 	{"--target", NULL, OPT_STRING, O(target)},
 	{"--max-seq", NULL, OPT_STRING, O(max_seq)},
 	{"--cpu", NULL, OPT_STRING, O(cpu)},
+	{"--calibrate", NULL, OPT_STRING, O(calibrate)},
+	{"--calibrate-margin", NULL, OPT_STRING, O(margin)},
+	{"--tranges", NULL, OPT_STRING, O(tranges)},
+	{"--cores", NULL, OPT_STRING, O(cores)},
+	{"--ocm", NULL, OPT_STRING, O(ocm)},
+	{"--macs-per-pe", NULL, OPT_STRING, O(macs_per_pe)},
+	{"--clock", NULL, OPT_STRING, O(clock)},
+	{"--ext-bw", NULL, OPT_STRING, O(ext_bw)},
 	{"--prompt-ids", NULL, OPT_STRING, O(prompt)},
 	{"--json", NULL, OPT_STRING, O(json)},
 	{"--dump-logits", NULL, OPT_STRING, O(dump)},
@@ -151,9 +171,13 @@ static cJSON *ids_json(const int64_t *ids, int n)
 
 /* Tokens/s per rep: prompt processing (np ids) and generation (ids read by
  * the generation steps: generated - 1). */
-static void report(const LlmInfo *li, const LlmReport *reps, int nrep, const GenArgs *a, const int64_t *prompt,
-                   int np, const int64_t *ids, int nid, int *rc, Diag *d)
+typedef struct SimTotals SimTotals;
+static void sim_report(Llm *l, const SimTotals *t, cJSON *rep);
+
+static void report(Llm *l, const SimTotals *sim, bool sim_on, const LlmReport *reps, int nrep, const GenArgs *a,
+                   const int64_t *prompt, int np, const int64_t *ids, int nid, int *rc, Diag *d)
 {
+	const LlmInfo *li = llm_info(l);
 	double pp[1000], tg[1000], pm, ps, tm, ts;
 	for (int r = 0; r < nrep; r++) {
 		pp[r] = reps[r].prompt_ms > 0 ? 1e3 * reps[r].prompt_tokens / reps[r].prompt_ms : 0;
@@ -168,8 +192,11 @@ static void report(const LlmInfo *li, const LlmReport *reps, int nrep, const Gen
 	fprintf(stderr, "| %s | %ld | %d | tg%d | %d | %.2f ± %.2f |\n", li->target, a->threads, li->max_seq,
 	        r0->generated, r0->generated, tm, ts);
 	fprintf(stderr, "step time: first %.3f ms, last %.3f ms (%d steps, %d reps)\n", first, last, r0->nsteps, nrep);
-	if (!a->json)
+	if (!a->json) {
+		if (sim_on)
+			sim_report(l, sim, NULL);
 		return;
+	}
 	cJSON *root = cJSON_CreateObject();
 	cJSON_AddItemToObject(root, "ids", ids_json(ids, nid));
 	cJSON_AddItemToObject(root, "prompt_ids", ids_json(prompt, np));
@@ -185,6 +212,8 @@ static void report(const LlmInfo *li, const LlmReport *reps, int nrep, const Gen
 	cJSON *steps = cJSON_AddArrayToObject(rep, "step_ms");
 	for (int i = 0; i < r0->nsteps; i++)
 		cJSON_AddItemToArray(steps, cJSON_CreateNumber(round(r0->step_ms[i] * 1e3) / 1e3));
+	if (sim_on)
+		sim_report(l, sim, rep);
 	if (json_write_atomic(a->json, root, d) != WL_OK)
 		*rc = cmd_error(CMD, d);
 	cJSON_Delete(root);
@@ -205,17 +234,48 @@ static int cache_root(char *buf, size_t n)
 	return CMD_OK;
 }
 
+/* The compile options --model passes on (name, value; NULL when not given). */
+typedef struct PassOpt { const char *name, *value; } PassOpt;
+static int pass_opts(const GenArgs *a, PassOpt *o)
+{
+	PassOpt v[] = {{"--max-seq", a->max_seq}, {"--cpu", a->cpu}, {"--calibrate", a->calibrate}, {"--calibrate-margin", a->margin},
+	               {"--tranges", a->tranges}, {"--cores", a->cores}, {"--ocm", a->ocm},
+	               {"--macs-per-pe", a->macs_per_pe}, {"--clock", a->clock}, {"--ext-bw", a->ext_bw}};
+	int n = (int)(sizeof v / sizeof v[0]);
+	memcpy(o, v, sizeof v);
+	return n;
+}
+
 /* sha256 of what decides the compiled pipeline: the files of LLM_DIR the
- * pipeline reads, the target, the compile options, the wlower version. */
+ * pipeline reads, the target, the compile options, the calibration prompts
+ * or ranges (by content), the wlower version. */
 static int cache_key(const GenArgs *a, char key[65], Diag *d)
 {
 	static const char *files[] = {"config.json", "decoder_with_past_model.onnx", "decoder_with_past_model.onnx.data"};
-	size_t cap = 4096, len = 0;
+	size_t cap = 8192, len = 0;
 	char *txt = malloc(cap);
 	if (!txt)
 		wl_die(__FILE__, __LINE__, "out of memory");
-	len += (size_t)snprintf(txt + len, cap - len, "wlower %s\ntarget %s\nmax-seq %s\ncpu %s\n", WLOWER_VERSION,
-	                        a->target, a->max_seq ? a->max_seq : "-", a->cpu ? a->cpu : "-");
+	len += (size_t)snprintf(txt + len, cap - len, "wlower %s\ntarget %s\n", WLOWER_VERSION, a->target);
+	PassOpt po[16];
+	int npo = pass_opts(a, po);
+	for (int i = 0; i < npo; i++)
+		len += (size_t)snprintf(txt + len, cap - len, "%s %s\n", po[i].name, po[i].value ? po[i].value : "-");
+	char extra[2][4096] = {"", ""};
+	if (a->calibrate)
+		snprintf(extra[0], sizeof extra[0], "%s", a->calibrate);
+	if (a->tranges)
+		snprintf(extra[1], sizeof extra[1], "%s/step.tranges", a->tranges);
+	for (int i = 0; i < 2; i++) {
+		char hex[65];
+		if (!extra[i][0])
+			continue;
+		if (file_sha256_hex(extra[i], hex, d) != WL_OK) {
+			free(txt);
+			return WL_ERR;
+		}
+		len += (size_t)snprintf(txt + len, cap - len, "%s %s\n", i ? "tranges" : "prompts", hex);
+	}
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
 		char path[4096], hex[65];
 		snprintf(path, sizeof path, "%s/%s", a->model, files[i]);
@@ -260,19 +320,114 @@ static int cached_pipeline(const GenArgs *a, char *dir, size_t n)
 	if (mkdir_p(parent, &d) != WL_OK)
 		return cmd_error(CMD, &d);
 	fprintf(stderr, "wlower generate: compiling %s for %s into %s (first use)\n", a->model, a->target, dir);
-	const char *argv[16] = {"wlower", a->model, "--pipeline", "llm", "--target", a->target, "-o", dir};
+	const char *argv[40] = {"wlower", a->model, "--pipeline", "llm", "--target", a->target, "-o", dir};
 	int argc = 8;
-	if (a->max_seq) {
-		argv[argc++] = "--max-seq";
-		argv[argc++] = a->max_seq;
-	}
-	if (a->cpu) {
-		argv[argc++] = "--cpu";
-		argv[argc++] = a->cpu;
-	}
+	PassOpt po[16];
+	int npo = pass_opts(a, po);
+	for (int i = 0; i < npo; i++)
+		if (po[i].value) {
+			argv[argc++] = po[i].name;
+			argv[argc++] = po[i].value;
+		}
 	argv[argc] = NULL;
 	rc = cmd_compile(argc, (char **)argv);
 	return rc == 0 ? CMD_OK : rc;
+}
+
+/* ---------------------------------------------------------------- the simulated device (qc-*) */
+
+typedef struct SimProg {
+	const char *name;
+	uint64_t cycles_per_run, saturated;
+	int runs, nsat;            /* runs, runs with a saturated store */
+	const char *first_kernel;  /* the first kernel that saturated */
+	cJSON *sat_runs;           /* [[run, count], ...] */
+} SimProg;
+
+struct SimTotals {
+	bool on;
+	double clock_hz, cycles_per_token;
+	int nprog;
+	SimProg prog[8];
+};
+
+/* After the first repetition: what the programs cost on the device. */
+static void sim_totals(Llm *l, int nsteps, SimTotals *t)
+{
+	memset(t, 0, sizeof *t);
+	double cycles = 0;
+	for (int i = 0; i < llm_program_count(l) && i < 8; i++) {
+		SimProg *sp = &t->prog[t->nprog++];
+		const ProgramStats *st = program_stats(llm_program(l, i, &sp->name));
+		if (!st->cycles_per_run)
+			continue;
+		t->on = true;
+		t->clock_hz = st->clock_hz;
+		sp->cycles_per_run = st->cycles_per_run;
+		sp->runs = st->runs;
+		sp->first_kernel = st->first_saturated_kernel;
+		cycles += (double)st->cycles_per_run * st->runs;
+		sp->sat_runs = cJSON_CreateArray();
+		for (int r = 0; st->saturated && r < st->runs; r++) {
+			sp->saturated += st->saturated[r];
+			if (!st->saturated[r])
+				continue;
+			sp->nsat++;
+			cJSON *e = cJSON_CreateArray();
+			cJSON_AddItemToArray(e, cJSON_CreateNumber(r));
+			cJSON_AddItemToArray(e, cJSON_CreateNumber((double)st->saturated[r]));
+			cJSON_AddItemToArray(sp->sat_runs, e);
+		}
+	}
+	t->cycles_per_token = nsteps ? cycles / nsteps : 0;
+}
+
+/* The simulated part of the report on stderr, and into the JSON report. */
+static void sim_report(Llm *l, const SimTotals *t, cJSON *rep)
+{
+	double ms = t->cycles_per_token / t->clock_hz * 1e3;
+	fprintf(stderr, "simulated (%s, cost model): %.0f cycles per token, %.4g ms per token at %.3f GHz, "
+	        "%.2f tokens/s\n", llm_info(l)->target, t->cycles_per_token, ms, t->clock_hz / 1e9, ms > 0 ? 1e3 / ms : 0);
+	cJSON *sim = rep ? cJSON_AddObjectToObject(rep, "sim") : NULL;
+	if (sim) {
+		cJSON_AddNumberToObject(sim, "clock_hz", t->clock_hz);
+		cJSON_AddNumberToObject(sim, "cycles_per_token", round(t->cycles_per_token));
+		cJSON_AddNumberToObject(sim, "ms_per_token", ms);
+		cJSON_AddNumberToObject(sim, "tokens_per_s", ms > 0 ? 1e3 / ms : 0);
+	}
+	cJSON *progs = sim ? cJSON_AddArrayToObject(sim, "programs") : NULL;
+	for (int i = 0; i < t->nprog; i++) {
+		const SimProg *sp = &t->prog[i];
+		fprintf(stderr, "program '%s': %llu cycles per run, %d runs; saturated fixed-point stores: %llu",
+		        sp->name, (unsigned long long)sp->cycles_per_run, sp->runs, (unsigned long long)sp->saturated);
+		if (sp->nsat) {
+			fprintf(stderr, " at %d of %d positions (position:count", sp->nsat, sp->runs);
+			int k = 0;
+			const cJSON *e;
+			cJSON_ArrayForEach(e, sp->sat_runs)
+				if (k++ < 8)
+					fprintf(stderr, " %d:%d", cJSON_GetArrayItem(e, 0)->valueint, cJSON_GetArrayItem(e, 1)->valueint);
+			fprintf(stderr, "%s; first in kernel '%s'); recalibrate on more prompts or with a wider "
+			        "--calibrate-margin", sp->nsat > 8 ? " ..." : "", sp->first_kernel);
+		}
+		fputc('\n', stderr);
+		program_print_report(llm_program(l, i, NULL), stderr);
+		if (progs) {
+			cJSON *p = cJSON_CreateObject();
+			cJSON_AddStringToObject(p, "name", sp->name);
+			cJSON_AddNumberToObject(p, "cycles_per_run", (double)sp->cycles_per_run);
+			cJSON_AddNumberToObject(p, "runs", sp->runs);
+			cJSON_AddNumberToObject(p, "saturated", (double)sp->saturated);
+			cJSON_AddItemToObject(p, "saturated_per_position", cJSON_Duplicate(sp->sat_runs, 1));
+			cJSON_AddItemToArray(progs, p);
+		}
+	}
+}
+
+static void sim_totals_free(SimTotals *t)
+{
+	for (int i = 0; i < t->nprog; i++)
+		cJSON_Delete(t->prog[i].sat_runs);
 }
 
 static int generate(const GenArgs *a, const int64_t *prompt, int np)
@@ -296,15 +451,20 @@ static int generate(const GenArgs *a, const int64_t *prompt, int np)
 		return cmd_error(CMD, &dd);
 	}
 	int64_t stop = a->ignore_eos ? -1 : li->eos;
+	SimTotals sim = {0};
 	for (int r = 0; r < a->reps && rc == 0; r++) {
 		int n;
 		sink.count = 0;
+		for (int i = 0; i < llm_program_count(l); i++)
+			program_stats_reset(llm_program(l, i, NULL));
 		LlmSampling smp = {a->temperature, a->top_p, (int)a->top_k, (uint64_t)a->seed};
 		if (llm_generate(l, prompt, np, (int)a->max_new, stop, &smp, ids, &n, r == 0 ? on_token : NULL, &sink,
 		                 &reps[r], &d) != WL_OK)
 			rc = cmd_error(CMD, &d);
 		else if (r > 0 && (n != nid))
 			rc = cmd_error(CMD, &(Diag){.msg = "the ids differ between repetitions (non-deterministic run)"});
+		if (rc == 0 && r == 0)
+			sim_totals(l, reps[0].nsteps, &sim);
 		nid = n;
 	}
 	if (rc == 0) {
@@ -316,7 +476,8 @@ static int generate(const GenArgs *a, const int64_t *prompt, int np)
 			rc = cmd_error(CMD, &(Diag){.msg = "<stdout>: write failed"});
 	}
 	if (rc == 0)
-		report(li, reps, (int)a->reps, a, prompt, np, ids, nid, &rc, &d);
+		report(l, &sim, sim.on, reps, (int)a->reps, a, prompt, np, ids, nid, &rc, &d);
+	sim_totals_free(&sim);
 	for (int r = 0; r < a->reps; r++)
 		free(reps[r].step_ms);
 	free(reps);
@@ -339,9 +500,13 @@ int cmd_generate(int argc, char **argv)
 	if (!a.pipeline == !a.model)
 		return cmd_usage(CMD, "%s", "give --pipeline PIPE_DIR or --model LLM_DIR --target T (one of them)");
 	if (a.model && !a.target)
-		return cmd_usage(CMD, "%s", "--model needs --target ref|host");
-	if (a.pipeline && (a.target || a.max_seq || a.cpu))
-		return cmd_usage(CMD, "%s", "--target, --max-seq and --cpu go with --model, not --pipeline");
+		return cmd_usage(CMD, "%s", "--model needs --target ref|host|qc-n|qc-p|qc-u");
+	PassOpt po[16];
+	int npo = pass_opts(&a, po);
+	for (int i = 0; a.pipeline && i < npo; i++)
+		if (po[i].value || a.target)
+			return cmd_usage(CMD, "%s", "--target and the compile options (--max-seq, --cpu, --calibrate, --tranges, "
+			                 "hardware) go with --model, not --pipeline");
 	char cached[4096];
 	if (a.model) {
 		if ((rc = cached_pipeline(&a, cached, sizeof cached)) != CMD_OK)

@@ -9,14 +9,33 @@
  * rows; runtime/pipelines/llm.c says how the cache is kept. Target "ref"
  * keeps the fused graph (model.onnx, run by the reference executor); host
  * and qc-* compile it as `--target` does.
+ *
+ * qc-* need ranges for every tensor of every program, from real decoding
+ * (a saturated store at one position corrupts the cache for every later
+ * one). --calibrate PROMPTS.txt (one prompt a line, comma-separated ids;
+ * blank lines skipped): the pipeline is first built for ref in
+ * OUT.tmp/.calibrate, and from each prompt greedy decoding runs to max_seq
+ * (eos ignored) with tranges/calibrate.c observing every program input (the
+ * KV cache included) and node output at every position; the merged ranges,
+ * widened --calibrate-margin times (default 2: one guard bit, since a later
+ * prompt goes beyond the traces and a store that saturates corrupts the
+ * cache row for every later position; 32-bit fixed point has bits to spare),
+ * are written as OUT/<program>.tranges, then the qc programs are compiled
+ * with them. --tranges DIR takes DIR/<program>.tranges instead (e.g. an
+ * earlier qc pipeline's folder) and copies them into OUT. Either way the
+ * pipeline records the ranges it was compiled with.
  */
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "compiler/driver/commands.h"
 #include "runtime/pipelines/pipeline.h"
 #include "targets/target.h"
+#include "tranges/calibrate.h"
 
 typedef struct HfConfig {
 	int64_t layers, heads, kv_heads, hidden, head_dim, vocab, max_pos, bos, eos;
@@ -110,8 +129,12 @@ static int compile_program(const PipelineArgs *pa, const char *model, const DimB
 	PipelineOptions pipe = *pa->pipe;
 	pipe.canon.dims = dims;
 	pipe.canon.ndims = nd;
-	char sub[4096];
+	char sub[4096], tr[4096];
 	snprintf(sub, sizeof sub, "%s/%s", dir, name);
+	bool qc = !pa->ref && pa->to->kind != TARGET_HOST;
+	snprintf(tr, sizeof tr, "%s/%s.tranges", dir, name);
+	if (qc)
+		pipe.numerics.tranges_path = tr;
 	TargetOptions to = *pa->to;
 	to.model_path = model;
 	int rc = ir_verify(m, d);
@@ -143,7 +166,12 @@ static int compile_program(const PipelineArgs *pa, const char *model, const DimB
 	cJSON_DeleteItemFromObjectCaseSensitive(p, "name");
 	cJSON_AddStringToObject(p, "name", name);
 	cJSON_AddStringToObject(p, "dir", name);
-	cJSON_AddStringToObject(p, "runner", pa->ref ? "ref" : pa->to->kind == TARGET_HOST ? "host" : "sim");
+	cJSON_AddStringToObject(p, "runner", pa->ref ? "ref" : qc ? "qc" : "host");
+	if (qc) {
+		char file[4200];
+		snprintf(file, sizeof file, "%s.tranges", name);
+		cJSON_AddStringToObject(p, "tranges", file);
+	}
 	cJSON_AddItemToArray(programs, p);
 	return WL_OK;
 }
@@ -182,34 +210,241 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 	return check_step(cJSON_GetArrayItem(programs, 0), &c, S, step, d);
 }
 
-int cmd_compile_pipeline(const PipelineArgs *pa)
+/* The programs and pipeline.json of the pipeline into dir (which exists). */
+static int build_pipeline(const PipelineArgs *pa, const char *dir, double t0, Diag *d)
 {
-	Diag d = {0};
-	if (strcmp(pa->kind, "llm") != 0)
-		return cmd_usage(NULL, "--pipeline: unknown kind '%s' (llm)", pa->kind);
-	double t0 = wl_now_ms();
-	char *tmp = NULL;
-	if (outdir_begin(pa->out, &tmp, &d) != WL_OK)
-		return cmd_error(NULL, &d);
 	cJSON *root = cJSON_CreateObject();
 	cJSON_AddStringToObject(root, "format", "wlower-pipeline");
 	cJSON_AddNumberToObject(root, "version", 1);
 	cJSON_AddStringToObject(root, "kind", pa->kind);
 	cJSON_AddStringToObject(root, "target", pa->target);
 	cJSON_AddStringToObject(root, "wlower_version", WLOWER_VERSION);
-	int rc = llm_pipeline(pa, tmp, root, &d);
+	int rc = llm_pipeline(pa, dir, root, d);
 	cJSON *files = cJSON_AddArrayToObject(root, "files");
 	const cJSON *p;
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(root, "programs")) {
 		if (rc == WL_OK)
-			rc = pipeline_add_module(files, tmp, cJSON_GetObjectItemCaseSensitive(p, "dir")->valuestring, &d);
+			rc = pipeline_add_module(files, dir, cJSON_GetObjectItemCaseSensitive(p, "dir")->valuestring, d);
+		const cJSON *tr = cJSON_GetObjectItemCaseSensitive(p, "tranges");
+		if (rc == WL_OK && cJSON_IsString(tr))
+			rc = files_add_entry(files, dir, tr->valuestring, d);
 	}
 	cJSON_AddNumberToObject(root, "compile_ms", (double)(long)(wl_now_ms() - t0));
 	char path[4096];
-	snprintf(path, sizeof path, "%s/pipeline.json", tmp);
+	snprintf(path, sizeof path, "%s/pipeline.json", dir);
 	if (rc == WL_OK)
-		rc = json_write_atomic(path, root, &d);
+		rc = json_write_atomic(path, root, d);
 	cJSON_Delete(root);
+	return rc;
+}
+
+/* One prompt of PROMPTS.txt: comma-separated non-negative ids. */
+static int parse_prompt(const char *line, const char *file, int ln, int64_t **ids, int *n, Diag *d)
+{
+	int cap = 16;
+	*n = 0;
+	if (!(*ids = malloc((size_t)cap * sizeof **ids)))
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (const char *p = line;;) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		char *end;
+		long long v = strtoll(p, &end, 10);
+		while (end && (*end == ' ' || *end == '\t'))
+			end++;
+		if (end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+			free(*ids);
+			*ids = NULL;
+			return diag_fail(d, "%s:%d: expected token ids separated by commas, got '%.60s'", file, ln, line);
+		}
+		if (*n == cap && !(*ids = realloc(*ids, (size_t)(cap *= 2) * sizeof **ids)))
+			wl_die(__FILE__, __LINE__, "out of memory");
+		(*ids)[(*n)++] = v;
+		if (!*end)
+			return WL_OK;
+		p = end + 1;
+	}
+}
+
+typedef struct Prompts { int64_t **ids; int *n, *line; int count; } Prompts;
+
+static void prompts_free(Prompts *ps)
+{
+	for (int i = 0; i < ps->count; i++)
+		free(ps->ids[i]);
+	free(ps->ids);
+	free(ps->n);
+	free(ps->line);
+}
+
+/* PROMPTS.txt: one prompt a line, blank lines skipped; at least one. */
+static int read_prompts(const char *file, Prompts *ps, Diag *d)
+{
+	memset(ps, 0, sizeof *ps);
+	MappedFile f;
+	if (file_map(file, &f, d) != WL_OK)
+		return WL_ERR;
+	const char *s = f.addr, *end = s + f.len;
+	int rc = WL_OK, ln = 0, cap = 0;
+	while (rc == WL_OK && s && s < end) {
+		const char *nl = memchr(s, '\n', (size_t)(end - s));
+		size_t len = (size_t)((nl ? nl : end) - s);
+		ln++;
+		char *line = strndup(s, len);
+		if (!line)
+			wl_die(__FILE__, __LINE__, "out of memory");
+		if (len && line[len - 1] == '\r')
+			line[--len] = 0;
+		bool blank = strspn(line, " \t") == len;
+		if (!blank && memchr(line, 0, len))
+			rc = diag_fail(d, "%s:%d: a NUL byte (not a text file)", file, ln);
+		else if (!blank) {
+			if (ps->count == cap) {
+				cap = cap ? 2 * cap : 16;
+				ps->ids = realloc(ps->ids, (size_t)cap * sizeof *ps->ids);
+				ps->n = realloc(ps->n, (size_t)cap * sizeof *ps->n);
+				ps->line = realloc(ps->line, (size_t)cap * sizeof *ps->line);
+				if (!ps->ids || !ps->n || !ps->line)
+					wl_die(__FILE__, __LINE__, "out of memory");
+			}
+			rc = parse_prompt(line, file, ln, &ps->ids[ps->count], &ps->n[ps->count], d);
+			if (rc == WL_OK)
+				ps->line[ps->count++] = ln;
+		}
+		free(line);
+		s = nl ? nl + 1 : end;
+	}
+	if (f.addr)
+		file_unmap(&f);
+	if (rc == WL_OK && ps->count == 0)
+		rc = diag_fail(d, "%s: no prompt (one a line: comma-separated token ids)", file);
+	if (rc != WL_OK)
+		prompts_free(ps);
+	return rc;
+}
+
+/* --calibrate: the ref pipeline in dir/.calibrate, greedy decoding from
+ * every prompt to max_seq observed, the ranges as dir/<program>.tranges. */
+static int calibrate(const PipelineArgs *pa, const char *dir, Diag *d)
+{
+	Prompts ps;
+	if (read_prompts(pa->calibrate, &ps, d) != WL_OK)
+		return WL_ERR;
+	char cdir[4096];
+	snprintf(cdir, sizeof cdir, "%s/.calibrate", dir);
+	TargetOptions to = {.target_name = "ref", .model_path = pa->src, .fuse = pa->pipe->fuse, .t_start_ms = wl_now_ms()};
+	PipelineArgs ra = *pa;
+	ra.ref = true;
+	ra.target = "ref";
+	ra.to = &to;
+	ra.calibrate = ra.tranges_dir = NULL;
+	Llm *l = NULL;
+	Calib *cal[8] = {0};
+	int rc = mkdir_p(cdir, d);
+	rc = rc ?: build_pipeline(&ra, cdir, wl_now_ms(), d);
+	rc = rc ?: llm_open(cdir, cmd_default_threads(), &l, d);
+	int np = rc == WL_OK ? llm_program_count(l) : 0;
+	WL_ASSERT(np <= 8);
+	for (int i = 0; rc == WL_OK && i < np; i++) {
+		cal[i] = calib_new(false);
+		rc = program_observe(llm_program(l, i, NULL), calib_observe, cal[i], d);
+	}
+	bool tty = isatty(2);
+	double t0 = wl_now_ms();
+	int64_t *out = NULL;
+	for (int k = 0; rc == WL_OK && k < ps.count; k++) {
+		const LlmInfo *li = llm_info(l);
+		int max_new = li->max_seq - ps.n[k];
+		if (max_new < 1) {
+			rc = diag_fail(d, "%s:%d: the prompt has %d ids; max_seq %d leaves no position to generate",
+			               pa->calibrate, ps.line[k], ps.n[k], li->max_seq);
+			break;
+		}
+		if (!(out = realloc(out, (size_t)max_new * sizeof *out)))
+			wl_die(__FILE__, __LINE__, "out of memory");
+		int nout;
+		LlmReport rep;
+		rc = llm_generate(l, ps.ids[k], ps.n[k], max_new, -1, NULL, out, &nout, NULL, NULL, &rep, d);
+		free(rep.step_ms);
+		if (rc != WL_OK) {
+			diag_prefix(d, "%s:%d: ", pa->calibrate, ps.line[k]);
+			break;
+		}
+		if (tty)
+			fprintf(stderr, "\rcalibrate: prompt %d/%d, %.1f s", k + 1, ps.count, (wl_now_ms() - t0) / 1e3);
+	}
+	if (tty)
+		fputc('\n', stderr);
+	free(out);
+	for (int i = 0; rc == WL_OK && i < np; i++) {
+		const char *name;
+		Program *p = llm_program(l, i, &name);
+		CalibReport cr;
+		TRanges *tr = calib_collect(cal[i], program_module(p), name, program_stats(p)->runs, 100, &cr);
+		if (cr.n_all_nan)
+			rc = diag_fail(d, "%s: program '%s': tensor '%s' is NaN at every position: no range can be built",
+			               pa->calibrate, name, cr.all_nan);
+		else if (cr.n_inf)
+			rc = diag_fail(d, "%s: program '%s': tensors hold infinities (%s): no fixed-point format fits",
+			               pa->calibrate, name, cr.inf_names);
+		double m = pa->calibrate_margin > 0 ? pa->calibrate_margin : 2;
+		for (int k = 0; k < tr->n; k++) {
+			tr->r[k].min = fmax(tr->r[k].min * m, -FLT_MAX);
+			tr->r[k].max = fmin(tr->r[k].max * m, FLT_MAX);
+		}
+		char path[4200];
+		snprintf(path, sizeof path, "%s/%s.tranges", dir, name);
+		rc = rc ?: tranges_write(path, tr, d);
+		tranges_free(tr);
+	}
+	for (int i = 0; i < np; i++)
+		calib_free(cal[i]);
+	llm_close(l);
+	prompts_free(&ps);
+	remove_tree(cdir);
+	return rc;
+}
+
+/* --tranges DIR: DIR/<program>.tranges read (checked) and written into dir. */
+static int copy_tranges(const PipelineArgs *pa, const char *dir, Diag *d)
+{
+	static const char *const programs[] = {"step"};
+	for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
+		char src[4200], dst[4200];
+		snprintf(src, sizeof src, "%s/%s.tranges", pa->tranges_dir, programs[i]);
+		snprintf(dst, sizeof dst, "%s/%s.tranges", dir, programs[i]);
+		TRanges *tr;
+		if (tranges_read(src, &tr, d) != WL_OK)
+			return WL_ERR;
+		int rc = tranges_write(dst, tr, d);
+		tranges_free(tr);
+		if (rc != WL_OK)
+			return WL_ERR;
+	}
+	return WL_OK;
+}
+
+int cmd_compile_pipeline(const PipelineArgs *pa)
+{
+	Diag d = {0};
+	if (strcmp(pa->kind, "llm") != 0)
+		return cmd_usage(NULL, "--pipeline: unknown kind '%s' (llm)", pa->kind);
+	bool qc = !pa->ref && pa->to->kind != TARGET_HOST;
+	if (qc && !pa->calibrate == !pa->tranges_dir)
+		return cmd_usage(NULL, "--pipeline with --target %s needs --calibrate PROMPTS.txt or --tranges DIR (one of "
+		                 "them: the ranges of every tensor of every program)", pa->target);
+	if (!qc && (pa->calibrate || pa->tranges_dir))
+		return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float)");
+	double t0 = wl_now_ms();
+	char *tmp = NULL;
+	if (outdir_begin(pa->out, &tmp, &d) != WL_OK)
+		return cmd_error(NULL, &d);
+	int rc = WL_OK;
+	if (pa->calibrate)
+		rc = calibrate(pa, tmp, &d);
+	else if (pa->tranges_dir)
+		rc = copy_tranges(pa, tmp, &d);
+	rc = rc ?: build_pipeline(pa, tmp, t0, &d);
 	if (rc == WL_OK)
 		rc = outdir_commit(tmp, pa->out, pipeline_dir_replaceable, &d);
 	if (rc != WL_OK)

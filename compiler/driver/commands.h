@@ -45,6 +45,9 @@ typedef struct PipelineArgs {
 	bool ref;                            /* --target ref: fused ONNX on the reference executor */
 	const struct TargetOptions *to;      /* host/qc-*: as for --target */
 	const PipelineOptions *pipe;         /* fuse flags, --max-seq, ... (dims are per program) */
+	const char *calibrate;               /* qc-*: --calibrate PROMPTS.txt */
+	const char *tranges_dir;             /* qc-*: --tranges DIR (DIR/<program>.tranges) */
+	double calibrate_margin;             /* --calibrate-margin M (0: the default, 2) */
 } PipelineArgs;
 int cmd_compile_pipeline(const PipelineArgs *pa);
 

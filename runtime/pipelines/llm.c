@@ -153,6 +153,16 @@ void llm_close(Llm *l)
 
 const LlmInfo *llm_info(const Llm *l) { return &l->info; }
 
+int llm_program_count(const Llm *l) { (void)l; return 1; }
+
+Program *llm_program(const Llm *l, int i, const char **name)
+{
+	WL_ASSERT(i == 0);
+	if (name)
+		*name = "step";
+	return l->step;
+}
+
 /* One position: token `tok` at position p; logits into *logits (a view). */
 static int step(Llm *l, int64_t tok, int p, const RTensor **logits, Diag *d)
 {

@@ -4,8 +4,9 @@
  *   pipeline.c   pipeline.json of a pipeline directory: write helpers, read
  *                and verify (every file's size and sha256), replaceability
  *   program.c    one program of a pipeline, whatever ran it: "ref" (the
- *                reference executor on the fused model.onnx) or "host"
- *                (libwlower_rt on module.so)
+ *                reference executor on the fused model.onnx), "host"
+ *                (libwlower_rt on module.so) or "qc" (a Chimera module on
+ *                the emulator, one module_sim process for every run)
  *   llm.c        the LLM loop: KV-cached greedy decoding with one `step`
  *                program for every position
  *
@@ -18,7 +19,7 @@
  *   "wlower_version": "...", "model": {"dir": "...", "config": {...}},
  *   "llm": {"layers": L, "kv_heads": KV, "head_dim": hd, "vocab": V, "max_seq": S,
  *           "bos": 1, "eos": 2},
- *   "programs": [{"name": "step", "dir": "step", "runner": "ref" | "host",
+ *   "programs": [{"name": "step", "dir": "step", "runner": "ref" | "host" | "qc",
  *                 "inputs": [IO...], "outputs": [IO...], "op_counts": {...}}],
  *   "files": [{"name": "step/manifest.json", "bytes": N, "sha256": "..."}, ...],
  *   "compile_ms": T
@@ -49,8 +50,9 @@ int json_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, const char
 
 typedef struct Program Program;
 /* Opens the module directory `dir` with `runner` ("ref": DIR/model.onnx on
- * the reference executor; "host": the host runtime). threads <= 0: the
- * online CPUs. */
+ * the reference executor; "host": the host runtime; "qc": the Chimera
+ * module built against the CCL emulation and kept running, one process for
+ * every run). threads <= 0: the online CPUs. */
 int program_open(const char *dir, const char *runner, int threads, Program **out, Diag *d);
 void program_close(Program *p);
 /* Binds input `name` to t (not copied: it must stay valid through program_run). */
@@ -59,6 +61,27 @@ int program_run(Program *p, Diag *d);
 /* Output `name` of the last run (a view, valid until the next run), or NULL
  * with an error. */
 const RTensor *program_output(Program *p, const char *name, Diag *d);
+/* What the runs so far cost on the simulated device (qc; zeros elsewhere):
+ * cycles per run from the cost model (the same for every run), the clock,
+ * and per run the fixed-point stores that saturated (values beyond their
+ * calibrated format). */
+typedef struct ProgramStats {
+	int runs;
+	uint64_t cycles_per_run;
+	double clock_hz;
+	uint64_t *saturated;       /* [runs], qc only (else NULL) */
+	char first_saturated_kernel[128];  /* the kernel of the first saturated store ("" if none) */
+} ProgramStats;
+const ProgramStats *program_stats(const Program *p);
+void program_stats_reset(Program *p);
+/* ref only: fn sees every bound input and every node output (calibration,
+ * tranges/calibrate.h); the Module behind it (NULL for other runners). */
+int program_observe(Program *p, ExecObserver fn, void *ctx, Diag *d);
+Module *program_module(Program *p);
+const char *program_dir(const Program *p);
+/* qc: prints the vendor's per-run table (`wlower sim`'s configuration and
+ * report) and returns 1; other runners print nothing and return 0. */
+int program_print_report(const Program *p, FILE *f);
 
 /* ---------------------------------------------------------------- llm.c */
 
@@ -72,6 +95,9 @@ typedef struct LlmInfo {
 int llm_open(const char *dir, int threads, Llm **out, Diag *d);
 void llm_close(Llm *l);
 const LlmInfo *llm_info(const Llm *l);
+/* The programs of the pipeline (i in [0, llm_program_count)): name and program. */
+int llm_program_count(const Llm *l);
+Program *llm_program(const Llm *l, int i, const char **name);
 
 typedef struct LlmReport {
 	int prompt_tokens, generated;

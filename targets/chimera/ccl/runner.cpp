@@ -2,6 +2,7 @@
  *
  *   module_sim DIR --input NAME=F.raw ... --output-dir OUT --counters FILE.json [--progress]
  *   module_sim --describe          (the io table, one line per io: in|out NAME DTYPE NDIM DIMS...)
+ *   module_sim DIR --serve         (runs on request, one process for many runs: below)
  *
  * mmaps DIR/weights.bin (its size must equal weights_bytes), allocates OCM
  * and DDR, reads each input: raw little-endian bytes of the input's dtype and
@@ -12,7 +13,16 @@
  * become '_'; fixed point → float32 v/2^F, binary16 → float32, ints as they
  * are) and the counters JSON (per kernel also "saturated": stores clipped at
  * int32, i.e. values outside their calibrated format; noted on stderr). Bad
- * input: one line on stderr, exit 1. */
+ * input: one line on stderr, exit 1.
+ *
+ * --serve (the pipelines' "qc" runner, targets/chimera/sim/session.c): after
+ * the weights and memories are set up, each request on stdin is every input
+ * in table order as its raw bytes (as the files above); the reply on stdout
+ * is, per kernel, five little-endian uint64 (macs, alu_ops, ddr_to_ocm,
+ * ocm_to_ddr, saturated), then every output in table order as its .npy
+ * would hold it (float32 for dtype float32, else the dtype's bytes). OCM and
+ * DDR are zeroed before each run, so every run is bit-exactly the one-shot
+ * run on the same inputs. EOF at a request boundary: exit 0. */
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -145,6 +155,57 @@ void json_str(FILE *f, const char *s)
 	std::fputc('"', f);
 }
 
+size_t dtype_size(const char *dtype)
+{
+	return !std::strcmp(dtype, "int64") ? 8 : !std::strcmp(dtype, "float16") ? 2 : 4;
+}
+
+/* Input io from its raw bytes (dtype of io): float32 quantized to io.fmt. */
+void store_input(ccl::Ctx &c, const ccl::IO &io, const uint8_t *raw)
+{
+	long long ne = io_numel(io);
+	uint8_t *dst = io_ptr(c, io);
+	if (!std::strcmp(io.dtype, "float32")) {
+		const float *src = (const float *)raw;
+		for (long long i = 0; i < ne; i++) {
+			float f;
+			std::memcpy(&f, src + i, 4);
+			if (ccl::isFixed(io.fmt))
+				((int32_t *)dst)[i] = ccl::sat32(ccl::f32_to_fixed64(f, io.fmt));
+			else if (io.fmt == ccl::FP16)
+				((uint16_t *)dst)[i] = ccl::float_to_fp16(f);
+			else
+				((float *)dst)[i] = f;
+		}
+	} else {
+		std::memcpy(dst, raw, (size_t)ne * dtype_size(io.dtype));
+	}
+}
+
+/* Output io as its .npy holds it: float32 (fixed point v/2^F, binary16
+ * widened) for dtype float32, else the dtype's bytes. */
+std::vector<uint8_t> load_output(ccl::Ctx &c, const ccl::IO &io)
+{
+	long long ne = io_numel(io);
+	const uint8_t *src = io_ptr(c, io);
+	if (std::strcmp(io.dtype, "float32")) {
+		if (!npy_descr(io.dtype))
+			die("output '%s': unsupported dtype %s", io.name, io.dtype);
+		return std::vector<uint8_t>(src, src + (size_t)ne * dtype_size(io.dtype));
+	}
+	std::vector<uint8_t> out((size_t)ne * 4);
+	float *v = (float *)out.data();
+	for (long long j = 0; j < ne; j++) {
+		if (ccl::isFixed(io.fmt))
+			v[j] = (float)std::ldexp((double)((const int32_t *)src)[j], -io.fmt);
+		else if (io.fmt == ccl::FP16)
+			v[j] = ccl::fp16_to_float(((const uint16_t *)src)[j]);
+		else
+			std::memcpy(&v[j], src + 4 * j, 4);
+	}
+	return out;
+}
+
 } // namespace
 
 /* module_sim --describe: the module's own io table, one line per io:
@@ -165,13 +226,79 @@ static int describe(const ccl::Program &P)
 	return std::fflush(stdout) == 0 && !std::ferror(stdout) ? 0 : 1;
 }
 
+/* Reads exactly n bytes from fd 0; false on EOF before the first byte
+ * (when at_start), dies on a short read or an error. */
+static bool read_all(uint8_t *p, size_t n, bool at_start)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t k = read(0, p + got, n - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k == 0 && got == 0 && at_start)
+			return false;
+		if (k <= 0)
+			die("--serve: stdin: %s", k < 0 ? std::strerror(errno) : "a request ended early");
+		got += (size_t)k;
+	}
+	return true;
+}
+
+static void write_all(const void *p, size_t n)
+{
+	const uint8_t *b = (const uint8_t *)p;
+	while (n) {
+		ssize_t k = write(1, b, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			die("--serve: stdout: %s", std::strerror(errno));
+		b += k;
+		n -= (size_t)k;
+	}
+}
+
+/* module_sim DIR --serve: see the top of the file. */
+static int serve_loop(const ccl::Program &P, ccl::Ctx &c, std::vector<uint8_t> &ocm, std::vector<uint8_t> &ddr)
+{
+	std::vector<std::vector<uint8_t>> raw((size_t)P.ninputs);
+	for (int i = 0; i < P.ninputs; i++) {
+		if (!npy_descr(P.inputs[i].dtype))
+			die("input '%s': unsupported dtype %s", P.inputs[i].name, P.inputs[i].dtype);
+		raw[i].resize((size_t)io_numel(P.inputs[i]) * dtype_size(P.inputs[i].dtype));
+	}
+	std::vector<unsigned long long> cnt((size_t)P.nkernels * 5);
+	for (;;) {
+		for (int i = 0; i < P.ninputs; i++)
+			if (!read_all(raw[i].data(), raw[i].size(), i == 0))
+				return 0;
+		std::memset(ocm.data(), 0, ocm.size());
+		std::memset(ddr.data(), 0, ddr.size());
+		for (int i = 0; i < P.ninputs; i++)
+			store_input(c, P.inputs[i], raw[i].data());
+		for (int k = 0; k < P.nkernels; k++) {
+			c.macs = c.alu = c.ddr_to_ocm = c.ocm_to_ddr = 0;
+			unsigned long long sat0 = ccl::saturated_stores.load();
+			P.kernels[k].fn(c);
+			unsigned long long *q = &cnt[(size_t)k * 5];
+			q[0] = c.macs, q[1] = c.alu, q[2] = c.ddr_to_ocm, q[3] = c.ocm_to_ddr;
+			q[4] = ccl::saturated_stores.load() - sat0;
+		}
+		write_all(cnt.data(), cnt.size() * sizeof cnt[0]);
+		for (int i = 0; i < P.noutputs; i++) {
+			std::vector<uint8_t> v = load_output(c, P.outputs[i]);
+			write_all(v.data(), v.size());
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const ccl::Program &P = wl_program;
 	if (argc == 2 && std::strcmp(argv[1], "--describe") == 0)
 		return describe(P);
 	std::string dir, outdir, counters;
-	bool progress = false;
+	bool progress = false, serve = false;
 	std::vector<std::pair<std::string, std::string>> inputs;
 	for (int i = 1; i < argc; i++) {
 		std::string a = argv[i];
@@ -192,6 +319,8 @@ int main(int argc, char **argv)
 			counters = next();
 		} else if (a == "--progress") {
 			progress = true;
+		} else if (a == "--serve") {
+			serve = true;
 		} else if (!a.empty() && a[0] == '-') {
 			die("unknown option %s", a.c_str());
 		} else if (dir.empty()) {
@@ -200,8 +329,8 @@ int main(int argc, char **argv)
 			die("unexpected argument %s", a.c_str());
 		}
 	}
-	if (dir.empty() || outdir.empty())
-		die("usage: module_sim DIR --input NAME=F.raw ... --output-dir OUT [--counters F.json] [--progress]");
+	if (dir.empty() || (outdir.empty() && !serve) || (serve && (!inputs.empty() || !outdir.empty())))
+		die("usage: module_sim DIR --input NAME=F.raw ... --output-dir OUT [--counters F.json] [--progress] | DIR --serve");
 
 	/* weights */
 	std::string wpath = dir + "/weights.bin";
@@ -233,6 +362,8 @@ int main(int argc, char **argv)
 	c.ocm = ocm.data();
 	c.ddr = ddr.data();
 	c.w = wmap;
+	if (serve)
+		return serve_loop(P, c, ocm, ddr);
 
 	/* inputs */
 	unsigned long long in_bytes = 0, out_bytes = 0;
@@ -250,25 +381,8 @@ int main(int argc, char **argv)
 		const ccl::IO &io = P.inputs[idx];
 		if (!npy_descr(io.dtype))
 			die("input '%s': unsupported dtype %s", io.name, io.dtype);
-		long long ne = io_numel(io);
-		size_t es = std::strcmp(io.dtype, "int64") == 0 ? 8 : std::strcmp(io.dtype, "float16") == 0 ? 2 : 4;
-		std::vector<uint8_t> raw = read_raw(kv.second, (size_t)ne * es, io.name);
-		uint8_t *dst = io_ptr(c, io);
-		if (!std::strcmp(io.dtype, "float32")) {
-			const float *src = (const float *)raw.data();
-			for (long long i = 0; i < ne; i++) {
-				float f;
-				std::memcpy(&f, src + i, 4);
-				if (ccl::isFixed(io.fmt))
-					((int32_t *)dst)[i] = ccl::sat32(ccl::f32_to_fixed64(f, io.fmt));
-				else if (io.fmt == ccl::FP16)
-					((uint16_t *)dst)[i] = ccl::float_to_fp16(f);
-				else
-					((float *)dst)[i] = f;
-			}
-		} else {
-			std::memcpy(dst, raw.data(), (size_t)ne * es);
-		}
+		std::vector<uint8_t> raw = read_raw(kv.second, (size_t)io_numel(io) * dtype_size(io.dtype), io.name);
+		store_input(c, io, raw.data());
 		in_bytes += io.bytes;
 	}
 	for (int i = 0; i < P.ninputs; i++)
@@ -292,27 +406,10 @@ int main(int argc, char **argv)
 	/* outputs */
 	for (int i = 0; i < P.noutputs; i++) {
 		const ccl::IO &io = P.outputs[i];
-		long long ne = io_numel(io);
-		const uint8_t *src = io_ptr(c, io);
 		std::string path = outdir + "/" + safe_name(io.name) + ".npy";
-		if (!std::strcmp(io.dtype, "float32")) {
-			std::vector<float> v((size_t)ne);
-			for (long long j = 0; j < ne; j++) {
-				if (ccl::isFixed(io.fmt))
-					v[j] = (float)std::ldexp((double)((const int32_t *)src)[j], -io.fmt);
-				else if (io.fmt == ccl::FP16)
-					v[j] = ccl::fp16_to_float(((const uint16_t *)src)[j]);
-				else
-					std::memcpy(&v[j], src + 4 * j, 4);
-			}
-			npy_write(path, "<f4", io.shape, io.ndim, v.data(), v.size() * 4);
-		} else {
-			const char *d = npy_descr(io.dtype);
-			if (!d)
-				die("output '%s': unsupported dtype %s", io.name, io.dtype);
-			size_t es = !std::strcmp(io.dtype, "int64") ? 8 : !std::strcmp(io.dtype, "float16") ? 2 : 4;
-			npy_write(path, d, io.shape, io.ndim, src, (size_t)ne * es);
-		}
+		std::vector<uint8_t> v = load_output(c, io);
+		npy_write(path, std::strcmp(io.dtype, "float32") ? npy_descr(io.dtype) : "<f4", io.shape, io.ndim, v.data(),
+		          v.size());
 		out_bytes += io.bytes;
 	}
 

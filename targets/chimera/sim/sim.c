@@ -498,6 +498,27 @@ static int run_module(const char *exe, const SimArgs *a, const char *outdir, con
 	return WL_OK;
 }
 
+int sim_counters_check(const char *where, const SimSchedule *s, int i, uint64_t macs, uint64_t alu, uint64_t d2o,
+                       uint64_t o2d, Diag *d)
+{
+	const CostKernel *sk = &s->k[i];
+	const char *what = NULL;
+	uint64_t got = 0, want = 0;
+	if (macs != sk->macs)
+		what = "MACs", got = macs, want = sk->macs;
+	else if (alu != sk->alu_ops)
+		what = "ALU ops", got = alu, want = sk->alu_ops;
+	else if (d2o != sk->ddr_to_ocm)
+		what = "DMA ddr_to_ocm bytes", got = d2o, want = sk->ddr_to_ocm;
+	else if (o2d != sk->ocm_to_ddr)
+		what = "DMA ocm_to_ddr bytes", got = o2d, want = sk->ocm_to_ddr;
+	if (what)
+		return diag_fail(d, "%s: kernel '%s' (%s): the run counted %llu %s, schedule.json says %llu "
+		                 "(the emulation and the schedule disagree)", where, sk->name, sk->op,
+		                 (unsigned long long)got, what, (unsigned long long)want);
+	return WL_OK;
+}
+
 /* counters.json vs schedule.json, kernel by kernel. */
 static int check_counters(const char *path, const SimSchedule *s, Diag *d)
 {
@@ -528,23 +549,11 @@ static int check_counters(const char *path, const SimSchedule *s, Diag *d)
 			break;
 		}
 		const cJSON *nm = get(k, "name");
-		const char *what = NULL;
-		uint64_t got = 0, want = 0;
 		if (!cJSON_IsString(nm) || strcmp(nm->valuestring, sk->name))
 			rc = diag_fail(d, "%s: kernel %d is '%s', schedule.json has '%s' (the emulation and the schedule disagree)",
 			               path, i, cJSON_IsString(nm) ? nm->valuestring : "?", sk->name);
-		else if (macs != sk->macs)
-			what = "MACs", got = macs, want = sk->macs;
-		else if (alu != sk->alu_ops)
-			what = "ALU ops", got = alu, want = sk->alu_ops;
-		else if (d2o != sk->ddr_to_ocm)
-			what = "DMA ddr_to_ocm bytes", got = d2o, want = sk->ddr_to_ocm;
-		else if (o2d != sk->ocm_to_ddr)
-			what = "DMA ocm_to_ddr bytes", got = o2d, want = sk->ocm_to_ddr;
-		if (what)
-			rc = diag_fail(d, "%s: kernel '%s' (%s): the run counted %llu %s, schedule.json says %llu "
-			               "(the emulation and the schedule disagree)", path, sk->name, sk->op,
-			               (unsigned long long)got, what, (unsigned long long)want);
+		else
+			rc = sim_counters_check(path, s, i, macs, alu, d2o, o2d, d);
 		/* fixed-point stores that clipped: a value beyond its calibrated format */
 		const cJSON *sat = get(k, "saturated");
 		if (rc == WL_OK && cJSON_IsNumber(sat) && sat->valuedouble > 0)
@@ -722,11 +731,18 @@ static int check_against_schedule(const char *dir, const cJSON *man, const SimSc
 	return diag_fail(d, "%s: files: no weights.bin entry (the module reads one)", path);
 }
 
+int sim_module_check(const char *dir, cJSON **man, SimSchedule *s, Diag *d)
+{
+	if (manifest_read(dir, man, d) != WL_OK || check_files(dir, *man, d) != WL_OK ||
+	    sim_schedule_read(dir, s, d) != WL_OK || check_against_schedule(dir, *man, s, d) != WL_OK)
+		return WL_ERR;
+	return WL_OK;
+}
+
 /* Everything read and checked before any work (see the top of the file). */
 static int check_all(const SimArgs *a, cJSON **man, SimSchedule *s, RTensor *in, RTensor *ref, Diag *d)
 {
-	if (manifest_read(a->dir, man, d) != WL_OK || check_files(a->dir, *man, d) != WL_OK ||
-	    sim_schedule_read(a->dir, s, d) != WL_OK || check_against_schedule(a->dir, *man, s, d) != WL_OK)
+	if (sim_module_check(a->dir, man, s, d) != WL_OK)
 		return WL_ERR;
 	if (a->cost_only)
 		return WL_OK;
@@ -738,7 +754,7 @@ static int check_all(const SimArgs *a, cJSON **man, SimSchedule *s, RTensor *in,
 
 /* The module's own io table (module_sim --describe) against manifest.json:
  * the same inputs and outputs, names, dtypes and shapes, in order. */
-static int check_module_io(const char *exe, const char *dir, const cJSON *man, Diag *d)
+int sim_module_io_check(const char *exe, const char *dir, const cJSON *man, Diag *d)
 {
 	int po[2];
 	if (pipe(po) != 0)
@@ -824,7 +840,7 @@ static int simulate(const SimArgs *a, const cJSON *man, const SimSchedule *s, co
 	snprintf(counters, n, "%s/counters.json", od->tmp);
 	int rc = WL_ERR;
 	if (write_raw_inputs(od->tmp, a, in, d) != WL_OK || sim_build(a->dir, a->quiet, &exe, d) != WL_OK ||
-	    check_module_io(exe, a->dir, man, d) != WL_OK ||
+	    sim_module_io_check(exe, a->dir, man, d) != WL_OK ||
 	    run_module(exe, a, od->tmp, counters, d) != WL_OK || check_counters(counters, s, d) != WL_OK)
 		goto out;
 	remove_raw_inputs(od->tmp, a->nin);
