@@ -56,7 +56,11 @@ static const char usage_main[] =
 "                        dims written as sums of names (past_sequence_length +\n"
 "                        sequence_length) follow\n"
 "  --max-seq N           the longest sequence the program sees: RoPE computed from\n"
-"                        position_ids becomes a table of N rows (default 4096)\n""\n"
+"                        position_ids becomes a table of N rows (default 4096)\n"
+"  --kv-step             a one-token decoder step (Whisper decoder_with_past) reads its\n"
+"                        position (input position_ids [1]) and a key mask (input\n"
+"                        attention_mask [1, P+1]) so one static-size cache serves every\n"
+"                        position (passes kv-step-position, kv-step-mask)\n""\n"
 "compilation to a target (writes the module directory DIR, atomically):\n"
 "  --target qc-n|qc-p|qc-u|host -o DIR\n"
 "                        qc-*: Chimera GPNPU (8x8, 16x16, 32x32 PEs): CCL C++ + schedule.json,\n"
@@ -117,6 +121,7 @@ static const OptSpec compile_opts[] = {
 	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
 	{"--dim", NULL, OPT_LIST, O(dims)},
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
+	{"--kv-step", NULL, OPT_FLAG, O(pipe.canon.kv_step)},
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},

@@ -9,6 +9,9 @@
  * rows; runtime/pipelines/llm.c says how the cache is kept. Target "ref"
  * keeps the fused graph (model.onnx, run by the reference executor); host
  * and qc-* compile it as `--target` does.
+ *
+ * whisper: cmd_pipeline_whisper.c (whisper_pipeline), which compiles its
+ * programs with pipeline_compile_module.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +110,12 @@ static int compile_program(const PipelineArgs *pa, const char *model, const DimB
 	Module *m = NULL;
 	if (model_read(model, &m, d) != WL_OK)
 		return WL_ERR;
+	return pipeline_compile_module(pa, m, model, dims, nd, name, dir, programs, d);
+}
+
+int pipeline_compile_module(const PipelineArgs *pa, Module *m, const char *model, const DimBinding *dims, int nd,
+                            const char *name, const char *dir, cJSON *programs, Diag *d)
+{
 	PipelineOptions pipe = *pa->pipe;
 	pipe.canon.dims = dims;
 	pipe.canon.ndims = nd;
@@ -185,8 +194,9 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 int cmd_compile_pipeline(const PipelineArgs *pa)
 {
 	Diag d = {0};
-	if (strcmp(pa->kind, "llm") != 0)
-		return cmd_usage(NULL, "--pipeline: unknown kind '%s' (llm)", pa->kind);
+	bool whisper = strcmp(pa->kind, "whisper") == 0;
+	if (strcmp(pa->kind, "llm") != 0 && !whisper)
+		return cmd_usage(NULL, "--pipeline: unknown kind '%s' (llm, whisper)", pa->kind);
 	double t0 = wl_now_ms();
 	char *tmp = NULL;
 	if (outdir_begin(pa->out, &tmp, &d) != WL_OK)
@@ -197,7 +207,7 @@ int cmd_compile_pipeline(const PipelineArgs *pa)
 	cJSON_AddStringToObject(root, "kind", pa->kind);
 	cJSON_AddStringToObject(root, "target", pa->target);
 	cJSON_AddStringToObject(root, "wlower_version", WLOWER_VERSION);
-	int rc = llm_pipeline(pa, tmp, root, &d);
+	int rc = whisper ? whisper_pipeline(pa, tmp, root, &d) : llm_pipeline(pa, tmp, root, &d);
 	cJSON *files = cJSON_AddArrayToObject(root, "files");
 	const cJSON *p;
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(root, "programs")) {
@@ -217,7 +227,7 @@ int cmd_compile_pipeline(const PipelineArgs *pa)
 	free(tmp);
 	if (rc != WL_OK)
 		return cmd_error(NULL, &d);
-	fprintf(stderr, "wlower: compiled %s as an %s pipeline for %s in %.0f ms -> %s\n", pa->src, pa->kind,
+	fprintf(stderr, "wlower: compiled %s as %s %s pipeline for %s in %.0f ms -> %s\n", pa->src, whisper ? "a" : "an", pa->kind,
 	        pa->target, wl_now_ms() - t0, pa->out);
 	return 0;
 }

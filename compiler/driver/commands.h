@@ -8,7 +8,9 @@
  *   cmd_quantize.c   wlower quantize
  *   cmd_sim.c        wlower sim
  *   cmd_pipeline.c   wlower SRC --pipeline KIND (a pipeline directory of programs)
+ *   cmd_pipeline_whisper.c  --pipeline whisper (its programs and host contract)
  *   cmd_generate.c   wlower generate (the LLM loop on a pipeline directory)
+ *   cmd_transcribe.c wlower transcribe (audio to text on a whisper pipeline)
  *   options.c        the helpers below, shared by the commands
  *
  * main() calls cmd_X(argc - 1, argv + 1): argv[0] is the command's name
@@ -32,6 +34,7 @@ int cmd_generate(int argc, char **argv);
 /* cmd_pipeline.c: `wlower SRC --pipeline KIND --target T -o OUT` (called by
  * cmd_compile with the options it parsed). */
 struct TargetOptions;
+struct cJSON;
 typedef struct PipelineArgs {
 	const char *src, *kind, *target, *out;
 	bool ref;                            /* --target ref: fused ONNX on the reference executor */
@@ -39,6 +42,16 @@ typedef struct PipelineArgs {
 	const PipelineOptions *pipe;         /* fuse flags, --max-seq, ... (dims are per program) */
 } PipelineArgs;
 int cmd_compile_pipeline(const PipelineArgs *pa);
+/* cmd_pipeline.c: module m (freed here; `model` names it in messages) → the
+ * module directory DIR/name, compiled as pa says with the dims bound, its
+ * entry ({"name", "dir", "runner", inputs, outputs, op_counts}) appended to
+ * `programs`. pa->ref: the fused graph for the reference executor. */
+int pipeline_compile_module(const PipelineArgs *pa, Module *m, const char *model, const DimBinding *dims, int nd,
+                            const char *name, const char *dir, struct cJSON *programs, Diag *d);
+/* cmd_pipeline_whisper.c: `--pipeline whisper` (programs mel, encoder,
+ * cross_kv, step) into the temporary folder dir; fills root (pipeline.json
+ * without "files"). */
+int whisper_pipeline(const PipelineArgs *pa, const char *dir, struct cJSON *root, Diag *d);
 
 /* ---------------------------------------------------------------- options.c */
 
