@@ -30,6 +30,7 @@ int cmd_calibrate(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_transcribe(int argc, char **argv);
 
 /* cmd_pipeline.c: `wlower SRC --pipeline KIND --target T -o OUT` (called by
  * cmd_compile with the options it parsed). */

@@ -17,6 +17,7 @@ static const struct {
 	{"quantize", cmd_quantize},
 	{"sim", cmd_sim},
 	{"generate", cmd_generate},
+	{"transcribe", cmd_transcribe},
 };
 
 static int finish(const char *cmd, int rc)
