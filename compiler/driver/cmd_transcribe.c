@@ -45,7 +45,8 @@ static const char usage_transcribe[] =
 "  --beam-size N         only 1 (greedy) is implemented\n"
 "  --threads N           threads for the kernels (default: the online CPUs)\n"
 "  -o FILE               write the transcript (one AUDIO) as .txt, .srt, .vtt or .json by the\n"
-"                        extension (json: \"text\", \"segments\", \"report\"), atomically\n"
+"                        extension (json: \"text\", \"segments\", \"report\"; the report's\n"
+"                        \"windows_sampled\" lists every id sampled per window), atomically\n"
 "  --dump-logits DIR     DIR/mel_W.npy (window W's log-mel) and DIR/step_W_K.npy (the\n"
 "                        float32 logits [vocab] that chose the K-th token of window W)\n"
 "  --print-tokens        print each segment's token ids too\n"
@@ -90,6 +91,7 @@ static const OptSpec tr_opts[] = {
 
 typedef struct Sink {
 	const char *dump;
+	cJSON *windows;            /* [{"window": W, "tokens": [every sampled id, eot included]}] */
 	bool tty;
 	int last_window;
 	double audio_s, window_s;
@@ -109,8 +111,17 @@ static int dump_npy(const char *dir, const char *name, const RTensor *t, Diag *d
 
 static int on_step(void *ctx, int win, int k, int64_t id, const RTensor *logits, Diag *d)
 {
-	(void)id;
 	Sink *s = ctx;
+	cJSON *last = cJSON_GetArrayItem(s->windows, cJSON_GetArraySize(s->windows) - 1);
+	if (!last || cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(last, "window")) != win) {
+		last = cJSON_CreateObject();
+		cJSON_AddNumberToObject(last, "window", win);
+		cJSON_AddArrayToObject(last, "tokens");
+		cJSON_AddItemToArray(s->windows, last);
+	}
+	if (k == 0)                /* a fallback retry starts the window's ids again */
+		cJSON_DeleteItemFromObjectCaseSensitive(last, "tokens"), cJSON_AddArrayToObject(last, "tokens");
+	cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(last, "tokens"), cJSON_CreateNumber((double)id));
 	if (!s->dump)
 		return WL_OK;
 	char name[64];
@@ -293,7 +304,7 @@ static int transcribe_one(Whisper *w, const WhisperVocab *v, const WhisperOption
 	if (audio_read_mono(file, 16000, &x, &n, &d) != WL_OK)
 		return cmd_error(CMD, &d);
 	const WhisperInfo *wi = whisper_info(w);
-	Sink sink = {.dump = a->dump, .tty = isatty(2), .audio_s = n / 16000.0, .window_s = wi->window_samples / 16000.0};
+	Sink sink = {.dump = a->dump, .windows = cJSON_CreateArray(), .tty = isatty(2), .audio_s = n / 16000.0, .window_s = wi->window_samples / 16000.0};
 	WhisperSegment *segs;
 	int nseg;
 	WhisperReport rep;
@@ -303,17 +314,22 @@ static int transcribe_one(Whisper *w, const WhisperVocab *v, const WhisperOption
 	free(x);
 	if (sink.tty)
 		fprintf(stderr, "\r%60s\r", "");
-	if (rc != WL_OK)
+	if (rc != WL_OK) {
+		cJSON_Delete(sink.windows);
 		return cmd_error(CMD, &d);
+	}
 	print_segments(segs, nseg, v, a->print_tokens);
 	print_report(wi, &rep, wall, file);
 	int ret = CMD_OK;
 	if (a->out) {
 		cJSON *r = report_json(wi, &rep, wall, a->threads);
+		cJSON_AddItemToObject(r, "windows_sampled", sink.windows);
+		sink.windows = NULL;
 		if (transcript_write(a->out, (TranscriptFormat)transcript_format(a->out), segs, nseg, v, r, &d) != WL_OK)
 			ret = cmd_error(CMD, &d);
 		cJSON_Delete(r);
 	}
+	cJSON_Delete(sink.windows);
 	whisper_segments_free(segs, nseg);
 	return ret;
 }
