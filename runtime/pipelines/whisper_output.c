@@ -4,7 +4,8 @@
  *   .vtt   "WEBVTT\n\n" then "HH:MM:SS.mmm --> HH:MM:SS.mmm\nTEXT\n\n"
  *   .json  {"text": all segments' text, "segments": [{"start", "end", "text",
  *          "tokens", "avg_logprob", "no_speech_prob", "temperature"}], "report"}
- * Text is the segment's text tokens decoded, leading/trailing spaces trimmed
+ * Text is the segment's text tokens decoded (bytes that are not valid UTF-8
+ * become U+FFFD, as tiktoken's decode(errors="replace")), leading/trailing spaces trimmed
  * (txt, srt, vtt) as whisper-cli prints them; json keeps it as decoded.
  * Every file goes through AtomicFile: a failed run leaves no partial file.
  */
@@ -35,13 +36,43 @@ void transcript_time(double s, char sep, char *buf, size_t n)
 	         (long long)(ms / 1000 % 60), sep, (long long)(ms % 1000));
 }
 
+/* Length of the valid UTF-8 sequence at s[0..n), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	size_t k = s[0] < 0x80 ? 1 : (s[0] >> 5) == 6 ? 2 : (s[0] >> 4) == 14 ? 3 : (s[0] >> 3) == 30 ? 4 : 0;
+	if (k == 0 || k > n || (k == 2 && s[0] < 0xC2))
+		return 0;
+	for (size_t i = 1; i < k; i++)
+		if ((s[i] & 0xC0) != 0x80)
+			return 0;
+	if ((k == 3 && s[0] == 0xE0 && s[1] < 0xA0) || (k == 3 && s[0] == 0xED && s[1] >= 0xA0) ||
+	    (k == 4 && s[0] == 0xF0 && s[1] < 0x90) || (k == 4 && (s[0] > 0xF4 || (s[0] == 0xF4 && s[1] >= 0x90))))
+		return 0;
+	return k;
+}
+
 char *segment_text(const WhisperVocab *v, const WhisperSegment *s)
 {
 	size_t len = vocab_decode(v, s->tokens, s->ntokens, false, NULL, 0);
-	char *t = malloc(len + 1);
-	if (!t)
+	char *raw = malloc(len + 1), *t = malloc(3 * len + 1);
+	if (!raw || !t)
 		wl_die(__FILE__, __LINE__, "out of memory");
-	vocab_decode(v, s->tokens, s->ntokens, false, t, len + 1);
+	vocab_decode(v, s->tokens, s->ntokens, false, raw, len + 1);
+	size_t k = 0;
+	for (size_t i = 0; i < len;) {              /* invalid UTF-8 → U+FFFD, as tiktoken's decode */
+		size_t n = utf8_len((const unsigned char *)raw + i, len - i);
+		if (n) {
+			memcpy(t + k, raw + i, n);
+			k += n;
+			i += n;
+		} else {
+			memcpy(t + k, "\xEF\xBF\xBD", 3);
+			k += 3;
+			i++;
+		}
+	}
+	t[k] = 0;
+	free(raw);
 	return t;
 }
 

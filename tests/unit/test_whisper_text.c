@@ -3,7 +3,7 @@
  * and the transcript writers (whisper_output.c) on fixed segments.
  * Expected ids were read from the file by hand: " Hello" is the line
  * "IEhlbGxv 2425" (base64 of the 6 bytes), " world" "IHdvcmxk 1002", "," "LA== 11",
- * "." "Lg== 13"; rank 50256 is the empty token "=". Special ids are
+ * "." "Lg== 13", the lone byte 0xC5 "xQ== 129"; rank 50256 is the empty token "=". Special ids are
  * Whisper's multilingual layout (docs/DESIGN.md: sot 50258, en 50259,
  * transcribe 50359, notimestamps 50363, eot 50257; timestamps from 50364). */
 #include <check.h>
@@ -149,6 +149,11 @@ START_TEST(test_writers)
 	cJSON_Delete(j);
 	cJSON_Delete(rep);
 	free(txt);
+	int64_t bad[] = {2425, 129, 1002};       /* 0xC5 alone is not UTF-8: U+FFFD */
+	WhisperSegment bs = {0, 1, bad, 3, 0, 0, 0};
+	char *bt = segment_text(v, &bs);
+	ck_assert_str_eq(bt, " Hello\xEF\xBF\xBD world");
+	free(bt);
 	ck_assert_int_eq(transcript_format("x.mp4"), -1);
 	ck_assert_int_eq(transcript_format("dir.srt/x"), -1);
 	snprintf(path, sizeof path, "%s/no/such/a.srt", dir);
