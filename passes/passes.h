@@ -25,6 +25,9 @@ typedef struct CanonOptions {
 	const DimBinding *dims;    /* --dim NAME=N: symbolic dims made static */
 	int ndims;
 	int64_t max_seq;           /* --max-seq N: rows of RoPE tables (0: default 4096) */
+	bool kv_step;              /* --kv-step: a one-token decoder step takes position_ids and
+	                              attention_mask for a static-size cache (kv-step-position,
+	                              kv-step-mask) */
 } CanonOptions;
 
 /* Options of the fusing pipeline (the driver's flags). Passes that a flag
@@ -79,6 +82,8 @@ int pass_identity_elim(Module *m, PassContext *ctx, Diag *d);
 int pass_shape_infer(Module *m, PassContext *ctx, Diag *d);
 int pass_specialize_dims(Module *m, PassContext *ctx, Diag *d);
 int pass_inline_if(Module *m, PassContext *ctx, Diag *d);
+int pass_kv_step_position(Module *m, PassContext *ctx, Diag *d);
+int pass_kv_step_mask(Module *m, PassContext *ctx, Diag *d);
 /* canonicalize (issue 4) */
 int pass_fold_constants(Module *m, PassContext *ctx, Diag *d);
 int pass_canonicalize_layernorm(Module *m, PassContext *ctx, Diag *d);

@@ -57,11 +57,18 @@ static const char usage_main[] =
 "                        sequence_length) follow; N may be 0 (--dim\n"
 "                        past_sequence_length=0: a GenAI prompt's empty past)\n"
 "  --max-seq N           the longest sequence the program sees: RoPE computed from\n"
-"                        position_ids becomes a table of N rows (default 4096)\n""\n"
+"                        position_ids becomes a table of N rows (default 4096)\n"
+"  --kv-step             a one-token decoder step (Whisper decoder_with_past) reads its\n"
+"                        position (input position_ids [1]) and a key mask (input\n"
+"                        attention_mask [1, P+1]) so one static-size cache serves every\n"
+"                        position (passes kv-step-position, kv-step-mask)\n""\n"
 "pipelines (several programs in one folder, run by 'wlower generate'):\n"
 "  --pipeline llm --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR\n"
 "                        MODEL is an LLM folder (an Optimum export); the KV-cached\n"
 "                        step program into PIPE_DIR (hardware options as below)\n"
+"  --pipeline whisper --target ref|host -o PIPE_DIR\n"
+"                        MODEL is a Whisper folder (Optimum layout); the programs of\n"
+"                        'wlower transcribe' (mel, encoder, cross_kv, step) into PIPE_DIR\n"
 "  --calibrate PROMPTS.txt  qc-*: ranges from float decoding (ref) from each prompt (one\n"
 "                        a line, comma-separated ids) to max_seq: every tensor at every\n"
 "                        position, the KV cache included; kept as PIPE_DIR/<program>.tranges\n"
@@ -87,6 +94,10 @@ static const char usage_main[] =
 "                        (--cpu help lists the names)\n"
 "  --threads N           host: default thread count recorded in the manifest (0 = all cores)\n"
 "  --emit llvm-ir        host: also write DIR/module.ll (the optimized LLVM IR)\n"
+"  --pipeline KIND       with --target ref|host: compile the programs of a KV-cached loop\n"
+"                        into the pipeline directory DIR: llm (an Optimum LLM export; run\n"
+"                        with 'wlower generate') or whisper (an Optimum Whisper export:\n"
+"                        mel, encoder, cross_kv, step; run with 'wlower transcribe')\n"
 "\n"
 "  -h, --help            this help\n"
 "  --version             print the version\n"
@@ -133,6 +144,7 @@ static const OptSpec compile_opts[] = {
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
 	{"--calibrate", NULL, OPT_STRING, O(calibrate)},
 	{"--calibrate-margin", NULL, OPT_REAL, O(calibrate_margin), 1, 16, false, "%s: '%s' is not 1..16"},
+	{"--kv-step", NULL, OPT_FLAG, O(pipe.canon.kv_step)},
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},

@@ -24,6 +24,9 @@
  * with them. --tranges DIR takes DIR/<program>.tranges instead (e.g. an
  * earlier qc pipeline's folder) and copies them into OUT. Either way the
  * pipeline records the ranges it was compiled with.
+ *
+ * whisper: cmd_pipeline_whisper.c (whisper_pipeline), which compiles its
+ * programs with pipeline_compile_module.
  */
 #include <float.h>
 #include <math.h>
@@ -126,6 +129,12 @@ static int compile_program(const PipelineArgs *pa, const char *model, const DimB
 	Module *m = NULL;
 	if (model_read(model, &m, d) != WL_OK)
 		return WL_ERR;
+	return pipeline_compile_module(pa, m, model, dims, nd, name, dir, programs, d);
+}
+
+int pipeline_compile_module(const PipelineArgs *pa, Module *m, const char *model, const DimBinding *dims, int nd,
+                            const char *name, const char *dir, cJSON *programs, Diag *d)
+{
 	PipelineOptions pipe = *pa->pipe;
 	pipe.canon.dims = dims;
 	pipe.canon.ndims = nd;
@@ -219,7 +228,7 @@ static int build_pipeline(const PipelineArgs *pa, const char *dir, double t0, Di
 	cJSON_AddStringToObject(root, "kind", pa->kind);
 	cJSON_AddStringToObject(root, "target", pa->target);
 	cJSON_AddStringToObject(root, "wlower_version", WLOWER_VERSION);
-	int rc = llm_pipeline(pa, dir, root, d);
+	int rc = strcmp(pa->kind, "whisper") == 0 ? whisper_pipeline(pa, dir, root, d) : llm_pipeline(pa, dir, root, d);
 	cJSON *files = cJSON_AddArrayToObject(root, "files");
 	const cJSON *p;
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(root, "programs")) {
@@ -427,8 +436,9 @@ static int copy_tranges(const PipelineArgs *pa, const char *dir, Diag *d)
 int cmd_compile_pipeline(const PipelineArgs *pa)
 {
 	Diag d = {0};
-	if (strcmp(pa->kind, "llm") != 0)
-		return cmd_usage(NULL, "--pipeline: unknown kind '%s' (llm)", pa->kind);
+	bool whisper = strcmp(pa->kind, "whisper") == 0;
+	if (strcmp(pa->kind, "llm") != 0 && !whisper)
+		return cmd_usage(NULL, "--pipeline: unknown kind '%s' (llm, whisper)", pa->kind);
 	bool qc = !pa->ref && pa->to->kind != TARGET_HOST;
 	if (qc && !pa->calibrate == !pa->tranges_dir)
 		return cmd_usage(NULL, "--pipeline with --target %s needs --calibrate PROMPTS.txt or --tranges DIR (one of "
@@ -452,7 +462,7 @@ int cmd_compile_pipeline(const PipelineArgs *pa)
 	free(tmp);
 	if (rc != WL_OK)
 		return cmd_error(NULL, &d);
-	fprintf(stderr, "wlower: compiled %s as an %s pipeline for %s in %.0f ms -> %s\n", pa->src, pa->kind,
+	fprintf(stderr, "wlower: compiled %s as %s %s pipeline for %s in %.0f ms -> %s\n", pa->src, whisper ? "a" : "an", pa->kind,
 	        pa->target, wl_now_ms() - t0, pa->out);
 	return 0;
 }

@@ -9,10 +9,12 @@
  *   cmd_quantize_int8.c  wlower quantize --int8 (static int8 PTQ, ONNX QDQ)
  *   cmd_sim.c        wlower sim
  *   cmd_pipeline.c   wlower SRC --pipeline KIND (a pipeline directory of programs)
+ *   cmd_pipeline_whisper.c  --pipeline whisper (its programs and host contract)
  *   cmd_generate.c   wlower generate (the LLM loop on a pipeline directory)
  *   cmd_tokenize.c   wlower tokenize (a tokenizer.json on text or ids)
  *   cmd_compare.c    wlower compare (the per-tensor accuracy report)
  *   cmd_sweep.c      wlower sweep (hardware design-space exploration, ninja / Slurm)
+ *   cmd_transcribe.c wlower transcribe (audio to text on a whisper pipeline)
  *   options.c        the helpers below, shared by the commands
  *
  * main() calls cmd_X(argc - 1, argv + 1): argv[0] is the command's name
@@ -36,10 +38,12 @@ int cmd_generate(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
+int cmd_transcribe(int argc, char **argv);
 
 /* cmd_pipeline.c: `wlower SRC --pipeline KIND --target T -o OUT` (called by
  * cmd_compile with the options it parsed). */
 struct TargetOptions;
+struct cJSON;
 typedef struct PipelineArgs {
 	const char *src, *kind, *target, *out;
 	bool ref;                            /* --target ref: fused ONNX on the reference executor */
@@ -50,6 +54,16 @@ typedef struct PipelineArgs {
 	double calibrate_margin;             /* --calibrate-margin M (0: the default, 2) */
 } PipelineArgs;
 int cmd_compile_pipeline(const PipelineArgs *pa);
+/* cmd_pipeline.c: module m (freed here; `model` names it in messages) → the
+ * module directory DIR/name, compiled as pa says with the dims bound, its
+ * entry ({"name", "dir", "runner", inputs, outputs, op_counts}) appended to
+ * `programs`. pa->ref: the fused graph for the reference executor. */
+int pipeline_compile_module(const PipelineArgs *pa, Module *m, const char *model, const DimBinding *dims, int nd,
+                            const char *name, const char *dir, struct cJSON *programs, Diag *d);
+/* cmd_pipeline_whisper.c: `--pipeline whisper` (programs mel, encoder,
+ * cross_kv, step) into the temporary folder dir; fills root (pipeline.json
+ * without "files"). */
+int whisper_pipeline(const PipelineArgs *pa, const char *dir, struct cJSON *root, Diag *d);
 
 /* ---------------------------------------------------------------- options.c */
 

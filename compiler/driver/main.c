@@ -20,6 +20,7 @@ static const struct {
 	{"tokenize", cmd_tokenize},
 	{"compare", cmd_compare},
 	{"sweep", cmd_sweep},
+	{"transcribe", cmd_transcribe},
 };
 
 static int finish(const char *cmd, int rc)

@@ -19,6 +19,13 @@ torch.onnx.export at static shapes:
                          (Optimum's decoder_with_past_model.onnx: no encoder_hidden_states input,
                           cross-attention K/V come from the past inputs)
 
+--layout optimum writes an Optimum/HF export folder instead: encoder_model.onnx, decoder_model.onnx
+(the prefill graph with its presents, as --prefill-present), decoder_with_past_model.onnx and
+config.json (HF WhisperConfig keys), every sequence dim left symbolic (batch_size,
+decoder_sequence_length, encoder_sequence_length, past_decoder_sequence_length, ...): what
+`wlower DIR --pipeline whisper` and tests/oracle/ort_whisper.js read. --d-model, --heads, --ffn
+shrink the model for tests (with the full vocab, so the special token ids stay Whisper's).
+
 --dynamic exports as Optimum does: dynamic_axes for the batch and sequence dims (batch_size,
 decoder_sequence_length, encoder_sequence_length, past_decoder_sequence_length, ...), so the
 graphs compute reshape targets, position slices and masks with Shape/Gather/Unsqueeze/Concat
@@ -397,6 +404,12 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dynamic", action="store_true",
                     help="Optimum-style export: dynamic batch/sequence axes, then fixed to static input dims")
+    ap.add_argument("--layout", choices=("wlower", "optimum"), default="wlower",
+                    help="optimum: encoder_model/decoder_model/decoder_with_past_model.onnx + config.json, "
+                         "symbolic dims kept (see the docstring)")
+    ap.add_argument("--d-model", type=int, help="model width (override)")
+    ap.add_argument("--heads", type=int, help="attention heads (override)")
+    ap.add_argument("--ffn", type=int, help="FFN width (override)")
     ap.add_argument("--which", default="encoder,decoder_prefill,decoder_with_past")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--check", action="store_true", help="onnx.checker + op histograms of what was written")
@@ -417,6 +430,14 @@ def main(argv=None):
         cfg["enc_layers"] = a.enc_layers
     if a.dec_layers is not None:
         cfg["dec_layers"] = a.dec_layers
+    for k in ("d_model", "heads", "ffn"):
+        if getattr(a, k) is not None:
+            cfg["d" if k == "d_model" else k] = getattr(a, k)
+    if cfg["d"] % cfg["heads"]:
+        ap.error("--d-model must be a multiple of --heads")
+    optimum = a.layout == "optimum"
+    if optimum:
+        a.dynamic = a.prefill_present = True
     if a.frames % 2:
         ap.error("--frames must be even")
     if a.past + 1 > TEXT_CTX or a.tokens > TEXT_CTX:
@@ -485,10 +506,16 @@ def main(argv=None):
             return {0: "batch_size", 2: "past_decoder_sequence_length + 1"}
         return None
 
+    def dyn_axes_prefill(name):
+        if name.startswith("present.") and ".decoder." in name:
+            return {0: "batch_size", 2: "decoder_sequence_length"}
+        return dyn_axes(name)
+
     def export(mod, args, path, names, outs, tokens, past):
-        dyn = common.dynamic_axes_for(names + outs, dyn_axes) if a.dynamic else None
+        axes = dyn_axes_prefill if past == 0 and tokens else dyn_axes
+        dyn = common.dynamic_axes_for(names + outs, axes) if a.dynamic else None
         common.export(mod, args, path, names, outs, a.opset, dynamic_axes=dyn)
-        if a.dynamic:
+        if a.dynamic and not optimum:
             common.fix_dims(path, {"batch_size": 1, "decoder_sequence_length": tokens,
                                    "encoder_sequence_length": ctx, "encoder_sequence_length_out": ctx,
                                    "past_decoder_sequence_length": past,
@@ -508,7 +535,7 @@ def main(argv=None):
     input_ids = torch.tensor([ids], dtype=torch.int64)
 
     if "decoder_prefill" in which:
-        path = os.path.join(a.out, "decoder_prefill.onnx")
+        path = os.path.join(a.out, "decoder_model.onnx" if optimum else "decoder_prefill.onnx")
         mod = PrefillW(dec, a.prefill_present).eval()
         outs = ["logits"]
         if a.prefill_present:
@@ -529,7 +556,7 @@ def main(argv=None):
             ref_write("decoder_prefill", ["input_ids", "encoder_hidden_states"] + outs, [input_ids, enc_out] + list(r))
 
     if "decoder_with_past" in which:
-        path = os.path.join(a.out, "decoder_with_past.onnx")
+        path = os.path.join(a.out, "decoder_with_past_model.onnx" if optimum else "decoder_with_past.onnx")
         mod = WithPastW(dec).eval()
         # past from running the decoder on a --past-token prompt (consistent K/V, not noise)
         pids = (PROMPT * ((a.past + 3) // 4))[:a.past]
@@ -559,6 +586,16 @@ def main(argv=None):
         with common.Timer("samples"):
             write_samples(torch, a, cfg, enc if enc is not None else None, dec, which)
 
+    if optimum:  # HF WhisperConfig keys the pipeline compiler reads
+        import json
+        conf = {"model_type": "whisper", "d_model": d, "encoder_layers": cfg["enc_layers"],
+                "decoder_layers": cfg["dec_layers"], "encoder_attention_heads": h, "decoder_attention_heads": h,
+                "encoder_ffn_dim": cfg["ffn"], "decoder_ffn_dim": cfg["ffn"], "vocab_size": a.vocab,
+                "num_mel_bins": N_MELS, "max_source_positions": ctx, "max_target_positions": TEXT_CTX,
+                "decoder_start_token_id": SOT, "eos_token_id": EOT, "pad_token_id": EOT,
+                "wlower_generator": {"seed": a.seed, "size": a.size, "frames": a.frames}}
+        with open(os.path.join(a.out, "config.json"), "w") as f:
+            json.dump(conf, f, indent=1)
     for p in written:
         if a.check:
             print(common.describe(p))

@@ -9,6 +9,10 @@
  *                the emulator, one module_sim process for every run)
  *   llm.c        the LLM loop: KV-cached greedy decoding with one `step`
  *                program for every position
+ *   whisper.c    the Whisper loop: 30 s windows → mel → encoder → cross_kv →
+ *                KV-cached steps with OpenAI's decoding rules → segments
+ *   whisper_audio.c      audio files (libsndfile) → 16 kHz mono (libsoxr)
+ *   whisper_tokenizer.c  Whisper's tiktoken vocabulary: ids → text
  *
  * A pipeline directory (docs/FORMATS.md "Pipeline directories"):
  *   PIPE_DIR/pipeline.json
@@ -128,5 +132,104 @@ typedef struct LlmSampling {
  * ids must be in [0, vocab) and np + max_new <= max_seq. */
 int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t stop, const LlmSampling *smp,
                  int64_t *out, int *nout, LlmTokenFn fn, void *ctx, LlmReport *rep, Diag *d);
+
+/* ---------------------------------------------------------------- whisper_audio.c */
+
+/* Reads an audio file (what libsndfile reads: wav, flac, ogg, mp3, ...),
+ * downmixes to mono and resamples to `rate` Hz (libsoxr, high quality).
+ * *samples malloc'ed, *n their count. Errors name the file. */
+int audio_read_mono(const char *path, int rate, float **samples, int64_t *n, Diag *d);
+
+/* ---------------------------------------------------------------- whisper_tokenizer.c */
+
+typedef struct WhisperVocab WhisperVocab;
+/* Reads a tiktoken file ("BASE64 RANK" per line, ranks 0..N-1, each once);
+ * special and timestamp ids follow Whisper's multilingual layout for a
+ * model vocabulary of n_vocab ids (51865 or 51866). Errors name file:line. */
+int vocab_read(const char *path, int n_vocab, WhisperVocab **out, Diag *d);
+void vocab_free(WhisperVocab *v);
+int vocab_size(const WhisperVocab *v);           /* the text tokens (ranks) */
+/* The bytes of token id (text tokens), or NULL for special/timestamp ids. */
+const char *vocab_bytes(const WhisperVocab *v, int64_t id, int *len);
+/* Text of ids[0..n) into buf (NUL-terminated, truncated to cap-1 bytes):
+ * text tokens' bytes concatenated; with `specials`, special tokens as
+ * "<|en|>", "<|transcribe|>", timestamps as "<|1.08|>", else they are
+ * skipped. Returns the full length (as snprintf). */
+size_t vocab_decode(const WhisperVocab *v, const int64_t *ids, int n, bool specials, char *buf, size_t cap);
+/* Language code ("en") → its token id, or -1. */
+int64_t vocab_language(const WhisperVocab *v, const char *code);
+/* Byte-level BPE of text (no pre-tokenisation beyond splitting before
+ * spaces): ids into out (capacity cap); returns their count, or -1 when a
+ * byte has no token. For --prompt. */
+int vocab_encode(const WhisperVocab *v, const char *text, int64_t *out, int cap);
+
+/* ---------------------------------------------------------------- whisper.c */
+
+typedef struct WhisperInfo {
+	int layers, heads, head_dim, vocab, n_mels, audio_ctx, frames, text_ctx;
+	int64_t window_samples;            /* 160 · frames (480000: 30 s) */
+	int64_t eot, sot, first_language, translate, transcribe, sot_prev, no_speech, no_timestamps, ts_begin;
+	int languages;
+	const char *target;
+} WhisperInfo;
+
+typedef struct Whisper Whisper;
+/* Opens PIPE_DIR (pipeline_read with kind "whisper", then its programs). */
+int whisper_open(const char *dir, int threads, Whisper **out, Diag *d);
+void whisper_close(Whisper *w);
+const WhisperInfo *whisper_info(const Whisper *w);
+
+typedef struct WhisperOptions {
+	int64_t language, task;            /* token ids */
+	bool timestamps;
+	int max_tokens;                    /* sampled per window (<= text_ctx/2) */
+	double temperature;                /* 0: greedy; else the first temperature */
+	bool fallback;                     /* retry at +0.2 up to 1.0 on compression ratio > 2.4
+	                                      or avg_logprob < -1 (needs vocab) */
+	uint64_t seed;
+	const int64_t *prompt;             /* initial prompt ids (--prompt), may be NULL */
+	int nprompt;
+	bool condition_on_previous;        /* previous windows' text as context */
+	const WhisperVocab *vocab;         /* for the fallback's compression ratio (may be NULL) */
+} WhisperOptions;
+
+typedef struct WhisperSegment {
+	double start, end;                 /* seconds */
+	int64_t *tokens;                   /* malloc'ed: text and timestamp ids */
+	int ntokens;
+	double avg_logprob, no_speech_prob, temperature;
+} WhisperSegment;
+
+typedef struct WhisperReport {
+	double audio_s, mel_ms, encoder_ms, cross_ms, prompt_ms, step_ms;
+	int windows, prompt_tokens, sampled_tokens, steps;
+} WhisperReport;
+
+/* Per decoding step: the logits that chose token `id` (a view), the window
+ * and the index of the sampled token in it. */
+typedef int (*WhisperStepFn)(void *ctx, int window, int index, int64_t id, const RTensor *logits, Diag *d);
+/* Called when a window's mel is ready (a view [1, M, F]). */
+typedef int (*WhisperMelFn)(void *ctx, int window, const RTensor *mel, Diag *d);
+
+/* Transcribes samples[0..n) (16 kHz mono) window by window: the segments
+ * (malloc'ed array, *nseg) in time order. */
+int whisper_transcribe(Whisper *w, const float *samples, int64_t n, const WhisperOptions *o,
+                       WhisperSegment **segs, int *nseg, WhisperStepFn fn, WhisperMelFn melfn, void *ctx,
+                       WhisperReport *rep, Diag *d);
+void whisper_segments_free(WhisperSegment *s, int n);
+
+/* ---------------------------------------------------------------- whisper_output.c */
+
+typedef enum TranscriptFormat { TF_TXT, TF_SRT, TF_VTT, TF_JSON } TranscriptFormat;
+/* The format for a file name by its extension (.txt .srt .vtt .json), or -1. */
+int transcript_format(const char *path);
+/* "HH:MM:SS,mmm" (sep ',': srt) or "HH:MM:SS.mmm" (vtt), rounded to ms. */
+void transcript_time(double s, char sep, char *buf, size_t n);
+/* Writes segs (their text decoded with v) to path atomically in fmt; json
+ * adds "report" (may be NULL; the object is not consumed). */
+int transcript_write(const char *path, TranscriptFormat fmt, const WhisperSegment *segs, int nseg,
+                     const WhisperVocab *v, const cJSON *report, Diag *d);
+/* The text of segment s (malloc'ed), timestamps and specials dropped. */
+char *segment_text(const WhisperVocab *v, const WhisperSegment *s);
 
 #endif

@@ -1,0 +1,215 @@
+/* cmd_pipeline_whisper.c — `wlower WHISPER_DIR --pipeline whisper --target
+ * ref|host -o PIPE_DIR`: the programs runtime/pipelines/whisper.c runs, from
+ * an Optimum/HF export folder (config.json, encoder_model.onnx,
+ * decoder_model.onnx, decoder_with_past_model.onnx, symbolic dims; the
+ * bundled generator writes one with examples/models/whisper.py --layout
+ * optimum):
+ *
+ *   mel       waveform [1, 160·F] → mel [1, M, F]: one ai.wlower.LogMel (a
+ *             one-node graph made here and fused by fuse-logmel)
+ *   encoder   encoder_model.onnx at batch_size 1: input_features [1, M, F] →
+ *             last_hidden_state [1, C, d] (C = F/2 = max_source_positions)
+ *   cross_kv  decoder_model.onnx at batch 1, one token, with only its
+ *             present.N.encoder.{key,value} [1, H, C, hd] outputs kept (dce
+ *             drops the rest): every layer's cross-attention K and V, once per
+ *             window. Always run by the reference executor: what is left is
+ *             MatMul/Reshape/Transpose, which the host target has no kernels
+ *             for (it compiles fused graphs).
+ *   step      decoder_with_past_model.onnx at batch 1, one token, past
+ *             S-1 rows (S = --max-seq, default max_target_positions, 448),
+ *             with --kv-step: inputs input_ids [1,1], position_ids [1],
+ *             attention_mask [1,S], past_key_values.N.decoder.* [1,H,S-1,hd]
+ *             (the static-size self-attention cache) and .encoder.* (cross
+ *             K/V); outputs logits [1,1,V] and present.N.decoder.* [1,H,S,hd]
+ *             whose last row is the new token's K/V (the runtime copies it
+ *             into cache row p; whisper.c says how).
+ * Prefill is the step run for each prompt token (no separate program); the
+ * final norm and LM head are in step (no lm_head program), and the greedy
+ * choice is made by the runtime after the timestamp rules.
+ *
+ * pipeline.json "whisper": the dims, the special token ids of Whisper's
+ * multilingual vocabulary (by position from the vocab size: 51865 for
+ * tiny..large-v2, 51866 for large-v3), and "host_contract" (audio framing,
+ * log-mel parameters, prompt, argmax range), as
+ * ../shared/reference/whisper-base-webgpu-export.json has them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "compiler/driver/commands.h"
+#include "runtime/pipelines/pipeline.h"
+#include "targets/target.h"
+
+typedef struct WhisperConfig {
+	int64_t d, layers, heads, vocab, mels, ctx, text_ctx;
+} WhisperConfig;
+
+static int read_config(const char *dir, WhisperConfig *c, cJSON **json, Diag *d)
+{
+	char file[4096];
+	snprintf(file, sizeof file, "%s/config.json", dir);
+	cJSON *r;
+	if (json_read_file(file, &r, d) != WL_OK)
+		return WL_ERR;
+	int rc = WL_OK;
+	rc = rc ?: json_int(r, "d_model", 1, 1 << 16, file, &c->d, d);
+	rc = rc ?: json_int(r, "decoder_layers", 1, 1024, file, &c->layers, d);
+	rc = rc ?: json_int(r, "decoder_attention_heads", 1, 1024, file, &c->heads, d);
+	rc = rc ?: json_int(r, "vocab_size", 51865, 51866, file, &c->vocab, d);
+	rc = rc ?: json_int(r, "num_mel_bins", 80, 128, file, &c->mels, d);
+	rc = rc ?: json_int(r, "max_source_positions", 1, 1500, file, &c->ctx, d);
+	rc = rc ?: json_int(r, "max_target_positions", 2, 4096, file, &c->text_ctx, d);
+	if (rc == WL_OK && c->mels != 80 && c->mels != 128)
+		rc = diag_fail(d, "%s: 'num_mel_bins' is %lld (Whisper has 80 or 128)", file, (long long)c->mels);
+	if (rc == WL_OK && (c->d % c->heads || (c->d / c->heads) % 2))
+		rc = diag_fail(d, "%s: d_model %lld is not an even head_dim times decoder_attention_heads %lld", file,
+		               (long long)c->d, (long long)c->heads);
+	if (rc != WL_OK) {
+		cJSON_Delete(r);
+		return WL_ERR;
+	}
+	*json = r;
+	return WL_OK;
+}
+
+/* The special ids of the multilingual vocabulary: 1501 timestamps end it. */
+static void add_tokens(cJSON *w, int64_t vocab)
+{
+	int64_t tb = vocab - 1501;
+	const char *keys[] = {"eot", "sot", "first_language", "translate", "transcribe", "sot_lm", "sot_prev",
+	                      "no_speech", "no_timestamps", "timestamp_begin"};
+	int64_t ids[] = {50257, 50258, 50259, tb - 6, tb - 5, tb - 4, tb - 3, tb - 2, tb - 1, tb};
+	cJSON *t = cJSON_AddObjectToObject(w, "tokens");
+	for (int i = 0; i < 10; i++)
+		cJSON_AddNumberToObject(t, keys[i], (double)ids[i]);
+	cJSON_AddNumberToObject(t, "languages", (double)(tb - 6 - 50259));
+}
+
+static void add_contract(cJSON *root, const WhisperConfig *c, int64_t S)
+{
+	int64_t F = 2 * c->ctx;
+	cJSON *h = cJSON_AddObjectToObject(root, "host_contract");
+	cJSON *a = cJSON_AddObjectToObject(h, "audio");
+	cJSON_AddNumberToObject(a, "sample_rate", 16000);
+	cJSON_AddNumberToObject(a, "channels", 1);
+	cJSON_AddNumberToObject(a, "window_samples", (double)(160 * F));
+	cJSON_AddStringToObject(a, "framing", "30 s windows (160·frames samples), zero padded; seek by the last "
+	                        "timestamp token of a window");
+	cJSON *m = cJSON_AddObjectToObject(h, "log_mel");
+	cJSON_AddNumberToObject(m, "n_fft", 400);
+	cJSON_AddNumberToObject(m, "hop_length", 160);
+	cJSON_AddNumberToObject(m, "n_mels", (double)c->mels);
+	cJSON_AddNumberToObject(m, "frames", (double)F);
+	cJSON_AddStringToObject(m, "window", "periodic hann 400, reflect pad 200, |STFT|^2, last frame dropped");
+	cJSON_AddStringToObject(m, "normalize", "log10(max(x,1e-10)); max(x, max-8); (x+4)/4");
+	cJSON_AddStringToObject(m, "program", "mel");
+	cJSON *p = cJSON_AddObjectToObject(h, "prompt");
+	cJSON_AddStringToObject(p, "ids", "<|startoftranscript|> <|lang|> <|transcribe|>|<|translate|> "
+	                        "[<|notimestamps|>]; with previous text: <|startofprev|> text... first");
+	cJSON_AddNumberToObject(p, "max_tokens", (double)S);
+	cJSON *g = cJSON_AddObjectToObject(h, "argmax");
+	cJSON_AddNumberToObject(g, "begin", 0);
+	cJSON_AddNumberToObject(g, "end", (double)c->vocab);
+	cJSON_AddStringToObject(g, "rules", "OpenAI greedy: special tokens suppressed, blank and eot suppressed "
+	                        "at the first step, timestamp pairs, monotonic, initial timestamp <= 1 s");
+}
+
+static int need_file(const char *dir, const char *name, char *path, size_t n, Diag *d)
+{
+	snprintf(path, n, "%s/%s", dir, name);
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return diag_fail(d, "%s: no %s (an Optimum Whisper export: config.json, encoder_model.onnx, "
+		                 "decoder_model.onnx, decoder_with_past_model.onnx)", dir, name);
+	return WL_OK;
+}
+
+/* The mel program's graph: input_features [1, M, F] passed through, then
+ * fuse-logmel (--prepend-logmel) puts the LogMel in front. */
+static int mel_module(const WhisperConfig *c, Module **m, Diag *d)
+{
+	char txt[512];
+	int n = snprintf(txt, sizeof txt,
+	                 "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+	                 "mel (float[1,%lld,%lld] input_features) => (float[1,%lld,%lld] mel) {\n"
+	                 "  mel = Identity (input_features)\n}\n",
+	                 (long long)c->mels, (long long)(2 * c->ctx), (long long)c->mels, (long long)(2 * c->ctx));
+	return text_parse(txt, (size_t)n, "<mel>", m, d);
+}
+
+/* decoder_model.onnx with only its present.N.encoder.* outputs. */
+static int cross_kv_module(const char *path, const WhisperConfig *c, Module **out, Diag *d)
+{
+	Module *m;
+	if (model_read(path, &m, d) != WL_OK)
+		return WL_ERR;
+	Graph *g = m->graph;
+	for (int i = g->noutputs - 1; i >= 0; i--)
+		if (!strstr(g->outputs[i]->name, ".encoder."))
+			graph_remove_output(g, i);
+	if (g->noutputs != 2 * c->layers) {
+		module_free(m);
+		return diag_fail(d, "%s: %d present.N.encoder.{key,value} outputs, config.json's decoder_layers says %lld "
+		                 "(an Optimum decoder_model.onnx has them)", path, g->noutputs, (long long)(2 * c->layers));
+	}
+	*out = m;
+	return WL_OK;
+}
+
+int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag *d)
+{
+	WhisperConfig c;
+	cJSON *cfg;
+	if (read_config(pa->src, &c, &cfg, d) != WL_OK)
+		return WL_ERR;
+	cJSON *model = cJSON_AddObjectToObject(root, "model");
+	cJSON_AddStringToObject(model, "dir", pa->src);
+	cJSON_AddItemToObject(model, "config", cfg);
+	char enc[4096], dec[4096], step[4096];
+	if (need_file(pa->src, "encoder_model.onnx", enc, sizeof enc, d) != WL_OK ||
+	    need_file(pa->src, "decoder_model.onnx", dec, sizeof dec, d) != WL_OK ||
+	    need_file(pa->src, "decoder_with_past_model.onnx", step, sizeof step, d) != WL_OK)
+		return WL_ERR;
+	int64_t S = pa->pipe->canon.max_seq ? pa->pipe->canon.max_seq : c.text_ctx;
+	if (S > c.text_ctx)
+		return diag_fail(d, "--max-seq %lld exceeds max_target_positions %lld of %s/config.json", (long long)S,
+		                 (long long)c.text_ctx, pa->src);
+	cJSON *w = cJSON_AddObjectToObject(root, "whisper");
+	int64_t vals[] = {c.layers, c.heads, c.d / c.heads, c.d, c.vocab, c.mels, c.ctx, 2 * c.ctx, S};
+	const char *keys[] = {"layers", "heads", "head_dim", "d_model", "vocab", "n_mels", "audio_ctx", "frames",
+	                      "text_ctx"};
+	for (int i = 0; i < 9; i++)
+		cJSON_AddNumberToObject(w, keys[i], (double)vals[i]);
+	add_tokens(w, c.vocab);
+	add_contract(root, &c, S);
+	cJSON *programs = cJSON_AddArrayToObject(root, "programs");
+	PipelineOptions base = *pa->pipe, mel = base, stp = base;
+	mel.fuse.prepend_logmel = true;
+	stp.canon.kv_step = true;
+	PipelineArgs amel = *pa, abase = *pa, astep = *pa, aref = *pa;
+	amel.pipe = &mel;
+	abase.pipe = &base;
+	astep.pipe = &stp;
+	aref.pipe = &base;
+	aref.ref = true;
+	DimBinding enc_dims[] = {{"batch_size", 1}, {"encoder_sequence_length", c.ctx}};
+	DimBinding kv_dims[] = {{"batch_size", 1}, {"decoder_sequence_length", 1}, {"encoder_sequence_length", c.ctx},
+	                        {"encoder_sequence_length_out", c.ctx}};
+	DimBinding step_dims[] = {{"batch_size", 1}, {"decoder_sequence_length", 1},
+	                          {"past_decoder_sequence_length", S - 1}, {"encoder_sequence_length_out", c.ctx}};
+	Module *m;
+	if (mel_module(&c, &m, d) != WL_OK ||
+	    pipeline_compile_module(&amel, m, "<mel>", NULL, 0, "mel", dir, programs, d) != WL_OK)
+		return WL_ERR;
+	if (model_read(enc, &m, d) != WL_OK ||
+	    pipeline_compile_module(&abase, m, enc, enc_dims, 2, "encoder", dir, programs, d) != WL_OK)
+		return WL_ERR;
+	if (cross_kv_module(dec, &c, &m, d) != WL_OK ||
+	    pipeline_compile_module(&aref, m, dec, kv_dims, 4, "cross_kv", dir, programs, d) != WL_OK)
+		return WL_ERR;
+	if (model_read(step, &m, d) != WL_OK ||
+	    pipeline_compile_module(&astep, m, step, step_dims, 4, "step", dir, programs, d) != WL_OK)
+		return WL_ERR;
+	return WL_OK;
+}

@@ -1,0 +1,267 @@
+#!/usr/bin/python3
+"""test_whisper_pipeline.py — the Whisper pipeline end to end on a seeded tiny export.
+
+    test_whisper_pipeline.py WLOWER WORKDIR [--targets ref,host]
+
+1. examples/models/whisper.py --layout optimum writes a seeded Whisper (1 encoder and 2 decoder
+   layers, d 64, 2 heads, 200 mel frames = 2 s windows, the full 51865-id vocabulary so the
+   special ids are Whisper's) as an Optimum folder with symbolic dims (cached in WORKDIR).
+2. `wlower EXPORT --pipeline whisper --target T -o PIPE` for ref and host: programs mel, encoder,
+   cross_kv, step; the step has position_ids and attention_mask inputs and a 447-row cache.
+3. `wlower transcribe CLIP --pipeline PIPE --dump-logits DIR -o out.json` on a 1.5 s cut of
+   jfk.wav: the ids sampled in window 0 equal the oracle's own loop (tests/oracle/ort_whisper.js:
+   ONNX Runtime on the same export, prompt in one decoder_model run, cache grown by
+   concatenation, OpenAI's greedy rules written again in JavaScript) fed the same log-mel;
+   per-step logits PSNR >= 100 dB; with and without timestamps. The log-mel itself against a
+   float64 numpy log-mel: PSNR >= 60 dB.
+4. jfk.wav (11 s): several windows, segments in time order, srt and vtt well formed; a 44.1 kHz
+   stereo copy of the clip (downmix + libsoxr) transcribes.
+5. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
+   a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
+   a pipeline whose step program was altered; --beam-size 2; -o with an unknown extension.
+Ends with "whisper-pipeline: N passed, M failed".
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import wave
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
+TOK = os.path.join(SHARED, "whisper", "multilingual.tiktoken")
+JFK = os.path.join(SHARED, "audio", "jfk.wav")
+PY = "/usr/bin/python3"
+GEN = ["--layout", "optimum", "--enc-layers", "1", "--dec-layers", "2", "--d-model", "64", "--heads", "2",
+       "--ffn", "128", "--frames", "200"]
+
+
+class Tally:
+    def __init__(self):
+        self.passed, self.failed = 0, []
+
+    def check(self, name, ok, detail=""):
+        print("  %s %s%s" % ("ok  " if ok else "FAIL", name, (": " + detail) if detail else ""), flush=True)
+        if ok:
+            self.passed += 1
+        else:
+            self.failed.append(name)
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, errors="strict", **kw)
+
+
+def one_line_error(r, code, needle):
+    err = [l for l in r.stderr.splitlines() if l.strip()]
+    ok = r.returncode == code and len(err) == 1 and needle in err[0]
+    return ok, "exit %d, stderr %r" % (r.returncode, r.stderr.strip()[-300:])
+
+
+def read_wav(path):
+    with wave.open(path, "rb") as w:
+        return w.getframerate(), w.getnchannels(), np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+
+
+def write_wav(path, rate, ch, pcm):
+    with wave.open(path, "wb") as w:
+        w.setnchannels(ch)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm.astype("<i2").tobytes())
+
+
+def log_mel64(audio, filters, n):
+    """Whisper's log-mel in float64 over n samples (the independent reference)."""
+    a = np.zeros(n)
+    a[: min(n, len(audio))] = audio[:n]
+    window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(400) / 400)
+    x = np.pad(a, (200, 200), mode="reflect")
+    frames = np.lib.stride_tricks.sliding_window_view(x, 400)[::160]
+    power = (np.abs(np.fft.rfft(frames * window, axis=1)) ** 2)[:-1]
+    logm = np.log10(np.maximum(filters.astype(np.float64) @ power.T, 1e-10))
+    logm = np.maximum(logm, logm.max() - 8.0)
+    return (logm + 4.0) / 4.0
+
+
+def psnr(ref, got):
+    mse = np.mean((ref.astype(np.float64) - got.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else 10 * np.log10(np.max(np.abs(ref)) ** 2 / mse)
+
+
+def transcribe(W, pipe, audio, extra=()):
+    return run([W, "transcribe", audio, "--pipeline", pipe, "--tokenizer", TOK, "--threads", "1"] + list(extra))
+
+
+def oracle_case(W, t, work, export, pipe, target, clip, no_ts):
+    label = "%s%s" % (target, "/no-timestamps" if no_ts else "")
+    dump = os.path.join(work, "dump-" + label.replace("/", "-"))
+    out = os.path.join(work, "out-" + label.replace("/", "-") + ".json")
+    shutil.rmtree(dump, ignore_errors=True)
+    flags = ["--max-tokens", "24", "--dump-logits", dump, "-o", out] + (["--no-timestamps"] if no_ts else [])
+    r = transcribe(W, pipe, clip, flags)
+    if r.returncode:
+        t.check(label + ": transcribe", False, r.stderr.strip()[-300:])
+        return None
+    got = json.load(open(out))["report"]["windows_sampled"][0]["tokens"]
+    got = got[:-1] if got and got[-1] == 50257 else got
+    ort_dir = os.path.join(work, "ort-" + label.replace("/", "-"))
+    shutil.rmtree(ort_dir, ignore_errors=True)
+    r = run(["node", os.path.join(HERE, "ort_whisper.js"), export, "--mel", os.path.join(dump, "mel_0.npy"),
+             "--max-tokens", "24", "--logits-dir", ort_dir, "--threads", "1"] + (["--no-timestamps"] if no_ts else []))
+    if r.returncode:
+        t.check(label + ": ONNX Runtime loop", False, r.stderr.strip()[-300:])
+        return None
+    want = [int(x) for x in r.stdout.strip().split(",") if x]
+    t.check(label + ": window-0 ids equal the ONNX Runtime loop (%d ids)" % len(want), got == want and len(want) > 0,
+            "" if got == want else "got %s want %s" % (got, want))
+    worst = float("inf")
+    names = sorted(os.listdir(ort_dir))
+    ok = len(names) > 0
+    for nm in names:
+        p = os.path.join(dump, nm)
+        if not os.path.exists(p):
+            ok = False
+            break
+        worst = min(worst, psnr(np.load(os.path.join(ort_dir, nm)), np.load(p)))
+    t.check(label + ": per-step logits >= 100 dB (%d steps)" % len(names), ok and worst >= 100, "worst %.1f dB" % worst)
+    return dump
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("wlower")
+    ap.add_argument("work")
+    ap.add_argument("--targets", default="ref,host")
+    a = ap.parse_args()
+    W, work = a.wlower, a.work
+    os.makedirs(work, exist_ok=True)
+    t = Tally()
+    export = os.path.join(work, "export")
+    if not os.path.exists(os.path.join(export, "config.json")):
+        r = run([PY, os.path.join(ROOT, "examples", "models", "whisper.py"), "--out", export] + GEN)
+        if r.returncode:
+            print(r.stderr)
+            t.check("generate the export", False)
+            return 1
+    rate, ch, pcm = read_wav(JFK)
+    clip = os.path.join(work, "clip.wav")
+    write_wav(clip, 16000, 1, pcm[16000:24000 + 16000])     # 1.5 s from 1.0 s
+    pipes = {}
+    for target in a.targets.split(","):
+        pipe = os.path.join(work, "pipe-" + target)
+        shutil.rmtree(pipe, ignore_errors=True)
+        r = run([W, export, "--pipeline", "whisper", "--target", target, "-o", pipe])
+        if r.returncode:
+            t.check(target + ": compile", False, r.stderr.strip()[-300:])
+            continue
+        pj = json.load(open(os.path.join(pipe, "pipeline.json")))
+        progs = {p["name"]: p for p in pj["programs"]}
+        step_in = {i["name"]: i["shape"] for i in progs.get("step", {}).get("inputs", [])}
+        ok = (sorted(progs) == ["cross_kv", "encoder", "mel", "step"] and pj["kind"] == "whisper" and
+              step_in.get("attention_mask") == [1, 448] and step_in.get("position_ids") == [1] and
+              step_in.get("past_key_values.1.decoder.key") == [1, 2, 447, 32] and
+              pj["whisper"]["tokens"]["timestamp_begin"] == 50364 and "host_contract" in pj)
+        t.check(target + ": pipeline.json (programs, step io, tokens, host contract)", ok,
+                "" if ok else json.dumps({k: v["runner"] for k, v in progs.items()}) + " " + json.dumps(step_in))
+        pipes[target] = pipe
+        dump = oracle_case(W, t, work, export, pipe, target, clip, False)
+        if target == "ref":
+            oracle_case(W, t, work, export, pipe, target, clip, True)
+        if dump and target == "ref":
+            import zipfile  # noqa: F401  (np.load of .npz needs it)
+            filters = np.load(os.path.join(SHARED, "whisper", "mel_filters.npz"))["mel_80"]
+            ref = log_mel64(pcm[16000:40000].astype(np.float64) / 32768.0, filters, 32000)
+            got = np.load(os.path.join(dump, "mel_0.npy"))[0]
+            p = psnr(ref, got)
+            t.check("mel program vs float64 numpy log-mel >= 60 dB", p >= 60, "%.1f dB" % p)
+    pipe = pipes.get("host") or pipes.get("ref")
+    if not pipe:
+        print("whisper-pipeline: %d passed, %d failed" % (t.passed, len(t.failed) + 1))
+        return 1
+    # 4. long audio, srt/vtt, resampled stereo
+    srt, vtt = os.path.join(work, "jfk.srt"), os.path.join(work, "jfk.vtt")
+    r = transcribe(W, pipe, JFK, ["--max-tokens", "16", "-o", srt])
+    lines = [l for l in r.stdout.splitlines() if l.startswith("[")]
+    times = [tuple(re.findall(r"(\d\d):(\d\d):(\d\d)\.(\d\d\d)", l)) for l in lines]
+    secs = [[int(h) * 3600 + int(m) * 60 + int(s) + int(ms) / 1000 for h, m, s, ms in tt] for tt in times]
+    mono = all(s[0] <= s[1] for s in secs) and all(secs[i][0] <= secs[i + 1][0] for i in range(len(secs) - 1))
+    nwin = re.search(r"(\d+) window\(s\)", r.stderr)
+    t.check("jfk.wav: several windows, segments in time order", r.returncode == 0 and nwin and
+            int(nwin.group(1)) >= 2 and len(secs) >= 2 and mono, r.stderr.strip()[-200:])
+    body = open(srt).read() if os.path.exists(srt) else ""
+    blocks = [b for b in body.split("\n\n") if b.strip()]
+    ok = len(blocks) == len(lines) and all(
+        re.fullmatch(r"%d\n\d\d:\d\d:\d\d,\d\d\d --> \d\d:\d\d:\d\d,\d\d\d\n.*" % (i + 1), b, re.S)
+        for i, b in enumerate(blocks))
+    t.check("srt well formed (%d cues)" % len(blocks), ok)
+    r = transcribe(W, pipe, JFK, ["--max-tokens", "16", "-o", vtt])
+    body = open(vtt).read() if os.path.exists(vtt) else ""
+    ok = r.returncode == 0 and body.startswith("WEBVTT\n\n") and all(
+        re.match(r"\d\d:\d\d:\d\d\.\d\d\d --> \d\d:\d\d:\d\d\.\d\d\d\n", b) for b in body[8:].split("\n\n") if b.strip())
+    t.check("vtt well formed", ok)
+    st = os.path.join(work, "stereo44k.wav")
+    x = pcm[16000:40000].astype(np.float64)
+    idx = np.arange(int(len(x) * 44100 / 16000)) * 16000 / 44100
+    y = np.interp(idx, np.arange(len(x)), x)
+    write_wav(st, 44100, 2, np.stack([y, y * 0.5], axis=1).reshape(-1))
+    r = transcribe(W, pipe, st, ["--max-tokens", "8"])
+    t.check("44.1 kHz stereo audio: downmixed, resampled, transcribed", r.returncode == 0 and
+            "1.50 s of audio" in r.stderr, r.stderr.strip()[-200:])
+    # 5. bad input
+    out = os.path.join(work, "bad.json")
+    empty, corrupt = os.path.join(work, "empty.wav"), os.path.join(work, "corrupt.wav")
+    open(empty, "wb").close()
+    with open(corrupt, "wb") as f:
+        f.write(b"RIFF\x10\x00\x00\x00WAVEfmt garbage" + bytes(range(64)))
+    for name, audio in (("missing", os.path.join(work, "nope.wav")), ("empty", empty), ("corrupt", corrupt)):
+        if os.path.exists(out):
+            os.unlink(out)
+        r = transcribe(W, pipe, audio, ["-o", out])
+        ok, det = one_line_error(r, 1, audio)
+        t.check("bad audio (%s): one line naming the file, exit 1, no output" % name,
+                ok and not os.path.exists(out), det)
+    r = transcribe(W, pipe, clip, ["--language", "xx"])
+    ok, det = one_line_error(r, 1, "--language 'xx'")
+    t.check("unknown --language: one line, exit 1", ok, det)
+    badtok = os.path.join(work, "bad.tiktoken")
+    with open(badtok, "w") as f:
+        f.write("IQ== 0\nnot base64 here\n")
+    r = run([W, "transcribe", clip, "--pipeline", pipe, "--tokenizer", badtok])
+    ok, det = one_line_error(r, 1, badtok + ":2:")
+    t.check("malformed tokenizer: one line naming file:line, exit 1", ok, det)
+    r = run([W, "transcribe", clip, "--pipeline", pipe, "--tokenizer", os.path.join(work, "none.tiktoken")])
+    ok, det = one_line_error(r, 1, "none.tiktoken")
+    t.check("missing tokenizer: one line naming the file, exit 1", ok, det)
+    r = transcribe(W, pipe, clip, ["--beam-size", "2"])
+    ok, det = one_line_error(r, 2, "--beam-size 2")
+    t.check("--beam-size 2: usage error", ok, det)
+    r = transcribe(W, pipe, clip, ["-o", os.path.join(work, "x.mp4")])
+    ok, det = one_line_error(r, 2, "x.mp4")
+    t.check("-o with an unknown extension: usage error", ok, det)
+    alt = os.path.join(work, "pipe-altered")
+    shutil.rmtree(alt, ignore_errors=True)
+    shutil.copytree(pipe, alt)
+    victim = os.path.join(alt, "step", "module.so" if os.path.exists(os.path.join(alt, "step", "module.so"))
+                          else "model.onnx")
+    with open(victim, "r+b") as f:
+        f.seek(100)
+        b = f.read(1)
+        f.seek(100)
+        f.write(bytes([b[0] ^ 1]))
+    r = transcribe(W, alt, clip)
+    ok, det = one_line_error(r, 1, victim)
+    t.check("altered step program: one line naming the file, exit 1", ok, det)
+    print("whisper-pipeline: %d passed, %d failed%s" % (t.passed, len(t.failed),
+                                                        (" (" + ", ".join(t.failed) + ")") if t.failed else ""))
+    return 1 if t.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
