@@ -16,6 +16,7 @@
    float64 numpy log-mel: PSNR >= 60 dB.
 4. jfk.wav (11 s): several windows, segments in time order, srt and vtt well formed; a 44.1 kHz
    stereo copy of the clip (downmix + libsoxr) transcribes.
+   --model EXPORT --target ref compiles into $WLOWER_CACHE once; --prompt adds prompt tokens.
 5. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
    a pipeline whose step program was altered; --beam-size 2; -o with an unknown extension.
@@ -214,6 +215,21 @@ def main():
     r = transcribe(W, pipe, st, ["--max-tokens", "8"])
     t.check("44.1 kHz stereo audio: downmixed, resampled, transcribed", r.returncode == 0 and
             "1.50 s of audio" in r.stderr, r.stderr.strip()[-200:])
+    # --model: compiled into $WLOWER_CACHE on first use, reused after; --prompt conditions window 0
+    env = dict(os.environ, WLOWER_CACHE=os.path.join(work, "cache"))
+    shutil.rmtree(env["WLOWER_CACHE"], ignore_errors=True)
+    pj = os.path.join(work, "prompt.json")
+    cmd = [W, "transcribe", clip, "--model", export, "--target", "ref", "--tokenizer", TOK, "--threads", "1",
+           "--max-tokens", "4", "--prompt", " Hello world", "--no-context", "-o", pj]
+    r1 = run(cmd, env=env)
+    r2 = run(cmd, env=env)
+    rep = json.load(open(pj))["report"] if r2.returncode == 0 else {}
+    t.check("--model: compiled on first use, reused after", r1.returncode == 0 and r2.returncode == 0 and
+            "compiling" in r1.stderr and "compiling" not in r2.stderr, (r1.stderr + r2.stderr).strip()[-300:])
+    # window 0's prompt: <|startofprev|> " Hello" " world" <|startoftranscript|> <|en|> <|transcribe|>;
+    # with --no-context every later window has the 3 sot tokens only
+    t.check("--prompt: 3 more prompt tokens in window 0", rep.get("prompt_tokens", 0) == 3 * rep.get("windows", 0) + 3,
+            "prompt_tokens %s, windows %s" % (rep.get("prompt_tokens"), rep.get("windows")))
     # 5. bad input
     out = os.path.join(work, "bad.json")
     empty, corrupt = os.path.join(work, "empty.wav"), os.path.join(work, "corrupt.wav")
