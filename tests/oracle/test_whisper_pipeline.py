@@ -13,7 +13,8 @@
    ONNX Runtime on the same export, prompt in one decoder_model run, cache grown by
    concatenation, OpenAI's greedy rules written again in JavaScript) fed the same log-mel;
    per-step logits PSNR >= 100 dB; with and without timestamps. The log-mel itself against a
-   float64 numpy log-mel: PSNR >= 60 dB.
+   float64 numpy log-mel: PSNR >= 60 dB. The same with 4-bit weights (`wlower quantize` of the
+   three graphs: com.microsoft MatMulNBits) on the last target.
 4. jfk.wav (11 s): several windows, segments in time order, srt and vtt well formed; a 44.1 kHz
    stereo copy of the clip (downmix + libsoxr) transcribes.
    --model EXPORT --target ref compiles into $WLOWER_CACHE once; --prompt adds prompt tokens.
@@ -182,6 +183,26 @@ def main():
             got = np.load(os.path.join(dump, "mel_0.npy"))[0]
             p = psnr(ref, got)
             t.check("mel program vs float64 numpy log-mel >= 60 dB", p >= 60, "%.1f dB" % p)
+    # the same export with 4-bit weights (wlower quantize: com.microsoft MatMulNBits), on the last target
+    q = os.path.join(work, "export-nbits")
+    if not os.path.exists(os.path.join(q, "config.json")):
+        os.makedirs(q, exist_ok=True)
+        ok = True
+        for g in ("encoder_model", "decoder_model", "decoder_with_past_model"):
+            r = run([W, "quantize", os.path.join(export, g + ".onnx"), "-o", os.path.join(q, g + ".onnx"),
+                     "--nbits", "4", "--block-size", "32"])
+            ok = ok and r.returncode == 0
+        if ok:
+            shutil.copy(os.path.join(export, "config.json"), q)
+        t.check("wlower quantize the export (MatMulNBits)", ok, "" if ok else r.stderr.strip()[-300:])
+    target = a.targets.split(",")[-1]
+    qpipe = os.path.join(work, "pipe-nbits-" + target)
+    shutil.rmtree(qpipe, ignore_errors=True)
+    r = run([W, q, "--pipeline", "whisper", "--target", target, "-o", qpipe])
+    if r.returncode:
+        t.check("nbits/%s: compile" % target, False, r.stderr.strip()[-300:])
+    else:
+        oracle_case(W, t, work, q, qpipe, "nbits-" + target, clip, False)
     pipe = pipes.get("host") or pipes.get("ref")
     if not pipe:
         print("whisper-pipeline: %d passed, %d failed" % (t.passed, len(t.failed) + 1))
