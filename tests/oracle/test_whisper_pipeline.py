@@ -17,6 +17,7 @@
    three graphs: com.microsoft MatMulNBits) on the last target.
 4. jfk.wav (11 s): several windows, segments in time order, srt and vtt well formed; a 44.1 kHz
    stereo copy of the clip (downmix + libsoxr) transcribes.
+   --temperature with a seed repeats; --fallback decodes at 0, 0.2, ... 1.0.
    --model EXPORT --target ref compiles into $WLOWER_CACHE once; --prompt adds prompt tokens.
 5. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
@@ -251,6 +252,18 @@ def main():
     # with --no-context every later window has the 3 sot tokens only
     t.check("--prompt: 3 more prompt tokens in window 0", rep.get("prompt_tokens", 0) == 3 * rep.get("windows", 0) + 3,
             "prompt_tokens %s, windows %s" % (rep.get("prompt_tokens"), rep.get("windows")))
+    # sampling: the same seed gives the same ids run after run; --fallback retries at +0.2 steps
+    samp = []
+    for i in range(2):
+        sj = os.path.join(work, "sampled%d.json" % i)
+        r = transcribe(W, pipe, clip, ["--temperature", "0.7", "--seed", "5", "--max-tokens", "8", "-o", sj])
+        samp.append(json.load(open(sj))["report"]["windows_sampled"] if r.returncode == 0 else None)
+    t.check("--temperature 0.7 --seed 5: the same ids twice", samp[0] is not None and samp[0] == samp[1])
+    fj = os.path.join(work, "fallback.json")
+    r = transcribe(W, pipe, clip, ["--fallback", "--max-tokens", "8", "-o", fj])
+    temps = [s["temperature"] for s in json.load(open(fj))["segments"]] if r.returncode == 0 else [None]
+    t.check("--fallback: segments decoded at temperatures 0, 0.2, ..., 1.0",
+            all(x is not None and abs(x * 5 - round(x * 5)) < 1e-9 and 0 <= x <= 1 for x in temps), str(temps))
     # 5. bad input
     out = os.path.join(work, "bad.json")
     empty, corrupt = os.path.join(work, "empty.wav"), os.path.join(work, "corrupt.wav")
