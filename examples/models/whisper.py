@@ -21,7 +21,8 @@ torch.onnx.export at static shapes:
 
 --layout optimum writes an Optimum/HF export folder instead: encoder_model.onnx, decoder_model.onnx
 (the prefill graph with its presents, as --prefill-present), decoder_with_past_model.onnx and
-config.json (HF WhisperConfig keys), every sequence dim left symbolic (batch_size,
+config.json (HF WhisperConfig keys) and a copy of ../shared/data/whisper/multilingual.tiktoken
+(where `wlower transcribe` looks for the tokenizer by default), every sequence dim left symbolic (batch_size,
 decoder_sequence_length, encoder_sequence_length, past_decoder_sequence_length, ...): what
 `wlower DIR --pipeline whisper` and tests/oracle/ort_whisper.js read. --d-model, --heads, --ffn
 shrink the model for tests (with the full vocab, so the special token ids stay Whisper's).
@@ -596,6 +597,12 @@ def main(argv=None):
                 "wlower_generator": {"seed": a.seed, "size": a.size, "frames": a.frames}}
         with open(os.path.join(a.out, "config.json"), "w") as f:
             json.dump(conf, f, indent=1)
+        # the tokenizer next to the model, where `wlower transcribe` looks for it by default
+        tok = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data",
+                           "whisper", "multilingual.tiktoken")
+        if os.path.exists(tok):
+            import shutil
+            shutil.copy(tok, os.path.join(a.out, "multilingual.tiktoken"))
     for p in written:
         if a.check:
             print(common.describe(p))

@@ -28,6 +28,9 @@
  *   "files": [{"name": "step/manifest.json", "bytes": N, "sha256": "..."}, ...],
  *   "compile_ms": T
  * }
+ * Kind "whisper" has "whisper" (dims and special token ids) and
+ * "host_contract" in place of "llm", and programs mel, encoder, cross_kv,
+ * step (docs/FORMATS.md).
  */
 #ifndef WLOWER_PIPELINE_H
 #define WLOWER_PIPELINE_H

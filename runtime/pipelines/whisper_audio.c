@@ -21,6 +21,7 @@ int audio_read_mono(const char *path, int rate, float **samples, int64_t *n, Dia
 	memset(&info, 0, sizeof info);
 	SNDFILE *sf = sf_open_fd(fd, SFM_READ, &info, 1);
 	if (!sf) {
+		close(fd);             /* sf_open_fd closes it only through sf_close */
 		diag_fail(d, "%s: not a readable audio file (%s)", path, sf_strerror(NULL));
 		return WL_ERR;
 	}

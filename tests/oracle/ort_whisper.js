@@ -21,6 +21,7 @@
 // probability beats every text token) and no timestamp past the window
 // (audio_ctx positions of 0.02 s). Stops at <|endoftext|> or N tokens.
 // stdout: the sampled ids before <|endoftext|>, comma-separated.
+// stderr: wall times (encoder, prompt run, the single-token runs, total).
 // --logits-dir DIR: DIR/step_0_K.npy, the raw float32 logits [V] of the step
 // that chose the K-th sampled id (the <|endoftext|> step included).
 'use strict';
@@ -149,14 +150,18 @@ async function main() {
 	const step = await ort.InferenceSession.create(path.join(dir, 'decoder_with_past_model.onnx'), opts);
 	if (logitsDir) fs.mkdirSync(logitsDir, {recursive: true});
 	const m = npyRead(mel);
+	const now = () => Number(process.hrtime.bigint()) / 1e6;
+	const t0 = now();
 	const hid = (await enc.run({input_features: new ort.Tensor('float32', m.data, m.shape)})).last_hidden_state;
 	const prompt = [tok.sot, lang, task].concat(timestamps ? [] : [tok.noTimestamps]);
+	const t1 = now();
 	let out = await first.run({
 		input_ids: new ort.Tensor('int64', BigInt64Array.from(prompt.map(BigInt)), [1, prompt.length]),
 		encoder_hidden_states: hid,
 	});
 	const cross = {};
 	for (let i = 0; i < L; i++) for (const kv of ['key', 'value']) cross[i + kv] = out['present.' + i + '.encoder.' + kv];
+	const t2 = now();
 	let self = out, row = prompt.length - 1;
 	const sampled = [];
 	for (let k = 0; k < maxTok; k++) {
@@ -175,7 +180,10 @@ async function main() {
 		self = await step.run(feeds);
 		row = 0;
 	}
+	const t3 = now();
 	process.stdout.write(sampled.join(',') + '\n');
+	process.stderr.write('ort_whisper: encoder ' + (t1 - t0).toFixed(1) + ' ms, prompt ' + (t2 - t1).toFixed(1) +
+		' ms, ' + sampled.length + ' tokens ' + (t3 - t2).toFixed(1) + ' ms, total ' + (t3 - t0).toFixed(1) + ' ms\n');
 }
 
 main().catch((e) => die(1, e.message));

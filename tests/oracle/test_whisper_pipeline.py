@@ -13,9 +13,12 @@
    ONNX Runtime on the same export, prompt in one decoder_model run, cache grown by
    concatenation, OpenAI's greedy rules written again in JavaScript) fed the same log-mel;
    per-step logits PSNR >= 100 dB; with and without timestamps. The log-mel itself against a
-   float64 numpy log-mel: PSNR >= 60 dB.
+   float64 numpy log-mel: PSNR >= 60 dB. The same with 4-bit weights (`wlower quantize` of the
+   three graphs: com.microsoft MatMulNBits) on the last target.
 4. jfk.wav (11 s): several windows, segments in time order, srt and vtt well formed; a 44.1 kHz
    stereo copy of the clip (downmix + libsoxr) transcribes.
+   --temperature with a seed repeats; --fallback decodes at 0, 0.2, ... 1.0.
+   --model EXPORT --target ref compiles into $WLOWER_CACHE once; --prompt adds prompt tokens.
 5. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
    a pipeline whose step program was altered; --beam-size 2; -o with an unknown extension.
@@ -181,6 +184,26 @@ def main():
             got = np.load(os.path.join(dump, "mel_0.npy"))[0]
             p = psnr(ref, got)
             t.check("mel program vs float64 numpy log-mel >= 60 dB", p >= 60, "%.1f dB" % p)
+    # the same export with 4-bit weights (wlower quantize: com.microsoft MatMulNBits), on the last target
+    q = os.path.join(work, "export-nbits")
+    if not os.path.exists(os.path.join(q, "config.json")):
+        os.makedirs(q, exist_ok=True)
+        ok = True
+        for g in ("encoder_model", "decoder_model", "decoder_with_past_model"):
+            r = run([W, "quantize", os.path.join(export, g + ".onnx"), "-o", os.path.join(q, g + ".onnx"),
+                     "--nbits", "4", "--block-size", "32"])
+            ok = ok and r.returncode == 0
+        if ok:
+            shutil.copy(os.path.join(export, "config.json"), q)
+        t.check("wlower quantize the export (MatMulNBits)", ok, "" if ok else r.stderr.strip()[-300:])
+    target = a.targets.split(",")[-1]
+    qpipe = os.path.join(work, "pipe-nbits-" + target)
+    shutil.rmtree(qpipe, ignore_errors=True)
+    r = run([W, q, "--pipeline", "whisper", "--target", target, "-o", qpipe])
+    if r.returncode:
+        t.check("nbits/%s: compile" % target, False, r.stderr.strip()[-300:])
+    else:
+        oracle_case(W, t, work, q, qpipe, "nbits-" + target, clip, False)
     pipe = pipes.get("host") or pipes.get("ref")
     if not pipe:
         print("whisper-pipeline: %d passed, %d failed" % (t.passed, len(t.failed) + 1))
@@ -214,6 +237,33 @@ def main():
     r = transcribe(W, pipe, st, ["--max-tokens", "8"])
     t.check("44.1 kHz stereo audio: downmixed, resampled, transcribed", r.returncode == 0 and
             "1.50 s of audio" in r.stderr, r.stderr.strip()[-200:])
+    # --model: compiled into $WLOWER_CACHE on first use, reused after; --prompt conditions window 0
+    env = dict(os.environ, WLOWER_CACHE=os.path.join(work, "cache"))
+    shutil.rmtree(env["WLOWER_CACHE"], ignore_errors=True)
+    pj = os.path.join(work, "prompt.json")
+    cmd = [W, "transcribe", clip, "--model", export, "--target", "ref", "--tokenizer", TOK, "--threads", "1",
+           "--max-tokens", "4", "--prompt", " Hello world", "--no-context", "-o", pj]
+    r1 = run(cmd, env=env)
+    r2 = run(cmd, env=env)
+    rep = json.load(open(pj))["report"] if r2.returncode == 0 else {}
+    t.check("--model: compiled on first use, reused after", r1.returncode == 0 and r2.returncode == 0 and
+            "compiling" in r1.stderr and "compiling" not in r2.stderr, (r1.stderr + r2.stderr).strip()[-300:])
+    # window 0's prompt: <|startofprev|> " Hello" " world" <|startoftranscript|> <|en|> <|transcribe|>;
+    # with --no-context every later window has the 3 sot tokens only
+    t.check("--prompt: 3 more prompt tokens in window 0", rep.get("prompt_tokens", 0) == 3 * rep.get("windows", 0) + 3,
+            "prompt_tokens %s, windows %s" % (rep.get("prompt_tokens"), rep.get("windows")))
+    # sampling: the same seed gives the same ids run after run; --fallback retries at +0.2 steps
+    samp = []
+    for i in range(2):
+        sj = os.path.join(work, "sampled%d.json" % i)
+        r = transcribe(W, pipe, clip, ["--temperature", "0.7", "--seed", "5", "--max-tokens", "8", "-o", sj])
+        samp.append(json.load(open(sj))["report"]["windows_sampled"] if r.returncode == 0 else None)
+    t.check("--temperature 0.7 --seed 5: the same ids twice", samp[0] is not None and samp[0] == samp[1])
+    fj = os.path.join(work, "fallback.json")
+    r = transcribe(W, pipe, clip, ["--fallback", "--max-tokens", "8", "-o", fj])
+    temps = [s["temperature"] for s in json.load(open(fj))["segments"]] if r.returncode == 0 else [None]
+    t.check("--fallback: segments decoded at temperatures 0, 0.2, ..., 1.0",
+            all(x is not None and abs(x * 5 - round(x * 5)) < 1e-9 and 0 <= x <= 1 for x in temps), str(temps))
     # 5. bad input
     out = os.path.join(work, "bad.json")
     empty, corrupt = os.path.join(work, "empty.wav"), os.path.join(work, "corrupt.wav")

@@ -737,7 +737,11 @@ def gen_cli(fx, rng):
     sim = ["sim", fx.p("qmod"), "--input", "x=" + fx.p("x.npy"), "--output-dir", "out"]
     cal = ["calibrate", fx.p("model.onnx"), "--samples", "x=" + fx.p("x.npy"), "-o", "out.tranges"]
     quant = ["quantize", fx.p("model.onnx"), "-o", "out.onnx"]
+    tr = ["transcribe", fx.p("x.npy"), "--pipeline", "nopipe"]
     odd = {
+        "--max-tokens": (tr, ["0", "-1", "abc", "99999999999999999999", "4097"]),
+        "--temperature": (tr, ["-0.1", "1.5", "nan", "inf", "abc"]),
+        "--beam-size": (tr, ["0", "2", "65", "abc"]),
         "--cores": (qcn, ["0", "5", "-1", "1.5", "abc", "", "99999999999999999999", "2x"]),
         "--ocm": (qcn, ["0", "-16MB", "1e400MB", "16XB", "infMB", "nanMB", "MB", "16MBB", "0.5B",
                         "99999999999999999999GB"]),
@@ -793,7 +797,12 @@ def gen_cli(fx, rng):
              ("run-input-noeq", ["run", fx.p("model.onnx"), "--input", fx.p("x.npy"), "--output-dir", "out"],
               "--input"),
              ("sim-compare-unknown", sim + ["--compare", "zz=" + fx.p("x.npy")], "zz"),
-             ("subcommand-bogus", ["frobnicate", "x"], "frobnicate|x")]
+             ("subcommand-bogus", ["frobnicate", "x"], "frobnicate|x"),
+             ("transcribe-no-audio", ["transcribe", "--pipeline", "nopipe"], "audio"),
+             ("transcribe-task", tr + ["--task", "summarize"], "--task"),
+             ("transcribe-ext", tr + ["-o", "out.mp4"], "out.mp4"),
+             ("transcribe-both", tr + ["--model", "m", "--target", "ref"], "--pipeline|--model"),
+             ("transcribe-model-qcn", ["transcribe", "a.wav", "--model", "m", "--target", "qc-n"], "--target")]
     for name, argv, nm in other:
         expect = (1, 2) if name in ("run-input-unknown", "sim-compare-unknown", "run-no-input") else (2,)
         cases.append(Case("cli/%s" % name, "cli", argv, lambda d: None, expect=expect, names=[nm]))
