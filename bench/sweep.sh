@@ -5,7 +5,8 @@
 #
 # Usage: sh bench/sweep.sh [BUILD_DIR] [WORKDIR]   (defaults: build, /tmp/wlower-bench-sweep)
 #   WORKDIR/enc4.onnx and enc4.tranges are made as docs/cost-model.md says if missing.
-#   JOBS (default nproc), INTERRUPT_S (default 40).
+#   JOBS (default nproc), INTERRUPT_S (default 40), FULL=0: keep an earlier WORKDIR/s1 (only the
+#   interrupt + resume part).
 set -eu
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -26,7 +27,9 @@ sweep() {
 	"$W" sweep "$WORK/enc4.onnx" --tranges "$WORK/enc4.tranges" --prepend-logmel --target qc-n,qc-p,qc-u \
 		--cores 1,2,4 --ocm 4MB,8MB,16MB,32MB --macs-per-pe 8,16 -o "$1" -j "$JOBS"
 }
-rm -rf "$WORK/s1" "$WORK/s2"
+rm -rf "$WORK/s2"
+if [ "${FULL:-1}" = 1 ] || [ ! -f "$WORK/s1/results.csv" ]; then
+rm -rf "$WORK/s1"
 t0=$(date +%s.%N)
 sweep "$WORK/s1" > "$WORK/s1.log"
 t1=$(date +%s.%N)
@@ -35,12 +38,14 @@ echo "72 points with ninja -j $JOBS: $(echo "$t1 - $t0" | bc) s, load $(cut -d' 
 t0=$(date +%s.%N)
 sweep "$WORK/s1" > "$WORK/s1b.log"
 echo "re-run: $(echo "$(date +%s.%N) - $t0" | bc) s: $(grep -c '^\[' "$WORK/s1b.log" || true) jobs run ($(grep -o 'no work to do' "$WORK/s1b.log" || true))"
-# interrupted after INTERRUPT_S s (SIGINT to the sweep's process group, as Ctrl-C), then resumed
+fi
+# interrupted after INTERRUPT_S s (SIGTERM to the sweep's process group: a non-interactive
+# shell starts background jobs with SIGINT ignored), then resumed
 setsid "$W" sweep "$WORK/enc4.onnx" --tranges "$WORK/enc4.tranges" --prepend-logmel --target qc-n,qc-p,qc-u \
 	--cores 1,2,4 --ocm 4MB,8MB,16MB,32MB --macs-per-pe 8,16 -o "$WORK/s2" -j "$JOBS" > "$WORK/s2a.log" 2>&1 &
 pid=$!     # setsid execs in the child: its pid is the new process group's
 sleep "${INTERRUPT_S:-40}"
-kill -INT -- "-$pid" 2>/dev/null || true
+kill -TERM "-$pid" || true
 wait "$pid" 2>/dev/null || true
 done_before=$(ls "$WORK/s2/points" | grep -c '\.json$' || true)
 echo "left behind by the interrupt: $(ls "$WORK/s2/points" | grep -c 'tmp' || true) temporaries, $(ls -d "$WORK/s2/points/"*.module 2>/dev/null | wc -l) module folders"
