@@ -1056,11 +1056,12 @@ static int generate(const SweepOpts *o, ValList lists[L_COUNT])
 {
 	Diag d = {0};
 	const char *in = o->pipeline ? o->pipeline : o->model;
-	char *model = realpath(in, NULL), *tranges = realpath(o->tranges, NULL);
+	char *model = realpath(in, NULL);
 	if (!model) {
 		diag_fail(&d, "%s: %s", in, strerror(errno));
 		return cmd_error(CMD, &d);
 	}
+	char *tranges = realpath(o->tranges, NULL);
 	if (!tranges) {
 		diag_fail(&d, "%s: %s", o->tranges, strerror(errno));
 		free(model);

@@ -30,7 +30,7 @@ def shoot(page, png):
     prof = os.path.join(WORK, "profile")
     p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                         "--user-data-dir=" + prof, "--enable-logging=stderr", "--v=0",
-                        "--window-size=1000,1000", "--screenshot=" + png, "file://" + page],
+                        "--window-size=1000,820", "--screenshot=" + png, "file://" + page],
                        capture_output=True, text=True, timeout=120)
     return [line for line in p.stderr.splitlines() if "CONSOLE" in line]
 
