@@ -9,7 +9,9 @@
    --max-new-tokens 64` must print exactly the 64 ids of llama2.c's run.c
    (tests/oracle/stories260K_greedy.json), with the simulated report: cycles, latency and tokens/s
    per token, saturation per program, the vendor's per-run table (stderr and --json).
-2. --tranges DIR (the first pipeline's folder) gives the same step program (module.cpp); `generate --model
+2. The qc runner (one module_sim --serve process) against `wlower sim` (a process per run) on the
+   inputs of positions 0 and 1: logits bit-identical.
+   --tranges DIR (the first pipeline's folder) gives the same step program (module.cpp); `generate --model
    EXPORT --target qc-n --calibrate ...` compiles into $WLOWER_CACHE on first use and reuses it.
 3. Seeded Qwen2/Llama-shaped exports (examples/models/hf_llama.py; one 4-bit from `wlower quantize`)
    on qc-n and qc-u: `wlower generate --prompt-ids 1,5,9 --max-new-tokens 16` equal to ONNX Runtime's
@@ -114,6 +116,7 @@ def stories(W, work, env, t):
               and p.get("cycles_per_run") == sim["cycles_per_token"])
         detail = json.dumps(sim)[:300]
     t.check("--json report.sim: cycles, tokens/s at the clock, 64 runs, no saturation", ok, detail)
+    twin(W, work, pipe, env, t)
     again = os.path.join(work, "pipe-stories-qc-n-tranges")
     shutil.rmtree(again, ignore_errors=True)
     r = run([W, export, "--pipeline", "llm", "--target", "qc-n", "--cores", "1", "--max-seq", "128",
@@ -132,6 +135,52 @@ def stories(W, work, env, t):
             outs[0][0] == 0 and outs[1][0] == 0 and outs[0][2] and not outs[1][2] and
             outs[0][1] == outs[1][1] == ",".join(map(str, want[:16])), str(outs)[:300])
     return export
+
+
+def twin(W, work, pipe, env, t):
+    """The qc runner (one module_sim --serve process, runs 1 and 2) against `wlower sim` (one process
+    per run) on the same inputs: positions 0 and 1 of prompt 1, the cache of position 1 built here
+    from position 0's presents as runtime/pipelines/llm.c keeps it. Logits must be bit-identical."""
+    import numpy as np
+    lg = os.path.join(work, "twin-logits")
+    shutil.rmtree(lg, ignore_errors=True)
+    r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", "1", "--max-new-tokens", "2", "--ignore-eos",
+             "--dump-logits", lg], env=env)
+    if r.returncode:
+        t.check("qc runner = wlower sim, bit for bit", False, r.stderr.strip()[-300:])
+        return
+    tok0 = int(r.stdout.strip().split(",")[0])
+    step = os.path.join(pipe, "step")
+    man = json.load(open(os.path.join(step, "manifest.json")))["programs"][0]
+    S = next(io["shape"][1] for io in man["inputs"] if io["name"] == "attention_mask")
+    past = {io["name"]: np.zeros(io["shape"], np.float32) for io in man["inputs"]
+            if io["name"].startswith("past_key_values.")}
+    same = []
+    for p, tok in ((0, 1), (1, tok0)):
+        d = os.path.join(work, "twin-in-%d" % p)
+        os.makedirs(d, exist_ok=True)
+        mask = np.zeros((1, S), np.int64)
+        mask[0, :p] = 1
+        mask[0, S - 1] = 1
+        feeds = dict(past, input_ids=np.array([[tok]], np.int64), position_ids=np.array([[p]], np.int64),
+                     attention_mask=mask)
+        args = []
+        for k, v in feeds.items():
+            np.save(os.path.join(d, k + ".npy"), v)
+            args += ["--input", "%s=%s" % (k, os.path.join(d, k + ".npy"))]
+        out = os.path.join(work, "twin-out-%d" % p)
+        shutil.rmtree(out, ignore_errors=True)
+        r = run([W, "sim", step, "--output-dir", out, "--quiet"] + args, env=env)
+        if r.returncode:
+            t.check("qc runner = wlower sim, bit for bit", False, r.stderr.strip()[-300:])
+            return
+        got = np.load(os.path.join(lg, "step_%d.npy" % p)).ravel()
+        same.append(np.array_equal(np.load(os.path.join(out, "logits.npy")).ravel(), got))
+        for k in past:   # the new row (S-1 of the present) becomes cache row p
+            pres = np.load(os.path.join(out, k.replace("past_key_values", "present") + ".npy"))
+            past[k][:, :, p, :] = pres[:, :, S - 1, :]
+    t.check("qc runner (one process, runs 1 and 2) = wlower sim (a process per run), bit for bit", all(same),
+            str(same))
 
 
 def seeded(W, work, env, t):

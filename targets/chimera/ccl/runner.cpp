@@ -261,6 +261,8 @@ static void write_all(const void *p, size_t n)
 /* module_sim DIR --serve: see the top of the file. */
 static int serve_loop(const ccl::Program &P, ccl::Ctx &c, std::vector<uint8_t> &ocm, std::vector<uint8_t> &ddr)
 {
+	if (P.ninputs == 0)
+		die("--serve: the module has no inputs (a request would be empty)");
 	std::vector<std::vector<uint8_t>> raw((size_t)P.ninputs);
 	for (int i = 0; i < P.ninputs; i++) {
 		if (!npy_descr(P.inputs[i].dtype))
