@@ -470,6 +470,8 @@ static int infer_node(SI *s, Node *n)
 		return si_set_out(s, n, 0, e0, &a) || si_set_out(s, n, 1, DT_BOOL, &a) ? WL_ERR : WL_OK;
 	case OP_Cast:
 		return si_set_out(s, n, 0, (int)attr_int(n, "to", 0), &a);
+	case OP_DequantizeLinear:
+		return si_set_out(s, n, 0, DT_FLOAT, &a);
 	case OP_CastLike:
 		return si_set_out(s, n, 0, ielem(n, 1), &a);
 	case OP_Add: case OP_Sub: case OP_Mul: case OP_Div: case OP_Pow: case OP_Mod: case OP_Max:

@@ -109,7 +109,8 @@ KFn ref_stem_prepare, ref_stem_infer, ref_stem_run, ref_lm_prepare, ref_lm_infer
 	ref_am_run;
 /* ref_contrib.c */
 KFn ref_msa_infer, ref_msa_run;
-KFn ref_if_prepare, ref_if_infer, ref_if_run;            /* ref_control.c */
+KFn ref_if_prepare, ref_if_infer, ref_if_run;
+KFn ref_dql_infer, ref_dql_run;                          /* ref_elementwise.c */            /* ref_control.c */
 
 /* ---------------------------------------------------------------- util */
 

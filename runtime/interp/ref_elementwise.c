@@ -788,6 +788,63 @@ int ref_cast_run(KCall *c, Diag *d)
 	return WL_OK;
 }
 
+/* ---------------------------------------------------------------- DequantizeLinear */
+
+/* y = (float(x) - float(zp)) * scale: x int8/uint8/int32, scale float32 one
+ * value (per tensor) or [D] along `axis` (per axis, default 1), zp like x. */
+static int dql_params(const KCall *c, Diag *d, int64_t *axis, int64_t *inner)
+{
+	if (need_in(c, d, 0, DTM(DT_INT8) | DTM(DT_UINT8) | DTM(DT_INT32)) || need_in(c, d, 1, DTM(DT_FLOAT)))
+		return WL_ERR;
+	const RTensor *x = c->in[0], *sc = c->in[1], *zp = c->nin > 2 ? c->in[2] : NULL;
+	char b1[96], b2[96];
+	if (zp && (zp->dtype != x->dtype || rt_numel(zp) != rt_numel(sc)))
+		return kfail(c, d, "tensor '%s' %s: zero point must be %s with as many values as the scale", kin_name(c, 2),
+		             kdesc(zp, b1), dtype_name(x->dtype));
+	*axis = -1;
+	*inner = 1;
+	if (rt_numel(sc) == 1 && sc->ndim <= 1)
+		return WL_OK;
+	int64_t ax;
+	if (attr_get_int(c, d, "axis", 1, &ax))
+		return WL_ERR;
+	if (ax < 0)
+		ax += x->ndim;
+	if (sc->ndim != 1 || ax < 0 || ax >= x->ndim || sc->dims[0] != x->dims[ax])
+		return kfail(c, d, "tensor '%s' %s: a per-axis scale must be [%s dim %lld] of '%s' %s", kin_name(c, 1),
+		             kdesc(sc, b1), "the", (long long)ax, kin_name(c, 0), kdesc(x, b2));
+	*axis = ax;
+	for (int i = (int)ax + 1; i < x->ndim; i++)
+		*inner *= x->dims[i];
+	return WL_OK;
+}
+
+int ref_dql_infer(KCall *c, Diag *d)
+{
+	int64_t ax, inner;
+	if (dql_params(c, d, &ax, &inner))
+		return WL_ERR;
+	set_out(c->out[0], DT_FLOAT, c->in[0]->ndim, c->in[0]->dims);
+	return WL_OK;
+}
+
+int ref_dql_run(KCall *c, Diag *d)
+{
+	int64_t ax, inner;
+	if (dql_params(c, d, &ax, &inner))
+		return WL_ERR;
+	const RTensor *x = c->in[0], *sc = c->in[1], *zp = c->nin > 2 ? c->in[2] : NULL;
+	int64_t n = rt_numel(x), D = ax < 0 ? 1 : x->dims[ax];
+	float *y = c->out[0]->data;
+	for (int64_t i = 0; i < n; i++) {
+		int64_t k = ax < 0 ? 0 : (i / inner) % D;
+		double z = zp ? get_f64(zp->data, zp->dtype, k) : 0.0;
+		float s = (float)get_f64(sc->data, DT_FLOAT, k);
+		y[i] = (float)(get_f64(x->data, x->dtype, i) - z) * s;
+	}
+	return WL_OK;
+}
+
 /* ---------------------------------------------------------------- Where */
 
 static void row_where(const EwJob *j, void *o, const void *const *in, const int64_t *is, int64_t n)

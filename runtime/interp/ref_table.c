@@ -39,6 +39,7 @@ static const Kernel ref_kernels[OP_COUNT_] = {
 	[OP_Atanh] = UN, [OP_IsNaN] = UN, [OP_IsInf] = UN, [OP_Not] = UN, [OP_WlSiLU] = UN,
 	[OP_Clip] = {NULL, ref_clip_infer, ref_clip_run, 0, false, ~0u},
 	[OP_Cast] = CAST, [OP_CastLike] = CAST,
+	[OP_DequantizeLinear] = {NULL, ref_dql_infer, ref_dql_run, 0, false, 0},
 	[OP_Where] = {NULL, ref_where_infer, ref_where_run, 0, false, ~0u},
 	[OP_Expand] = {NULL, ref_expand_infer, ref_expand_run, 1u << 1, false, ~0u},   /* memcpy rows */
 
