@@ -146,6 +146,32 @@ def input_to_initializer(path, name, array):
     os.replace(tmp, path)
 
 
+def dequantized_input(path, name, scale, new_name):
+    """Graph input `name` (float) of the model at `path` becomes int8 input `new_name` of the same
+    shape read through DequantizeLinear(new_name, scale, 0) (rewrites `path`): the vendor's
+    single-token Qwen2 graph takes its past K/V this way (`past_key_values.0.key_quantized`)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    m = onnx.load(path)
+    g = m.graph
+    inp = [i for i in g.input if i.name == name]
+    if len(inp) != 1:
+        raise ValueError("%s: no graph input %s" % (path, name))
+    q = helper.make_tensor_value_info(new_name, TensorProto.INT8,
+                                      [d.dim_value or d.dim_param for d in inp[0].type.tensor_type.shape.dim])
+    pos = list(g.input).index(inp[0])
+    g.input.remove(inp[0])
+    g.input.insert(pos, q)
+    g.initializer.append(numpy_helper.from_array(np.array(scale, np.float32), new_name + "_scale"))
+    g.initializer.append(numpy_helper.from_array(np.array(0, np.int8), new_name + "_zero_point"))
+    g.node.insert(0, helper.make_node("DequantizeLinear", [new_name, new_name + "_scale", new_name + "_zero_point"],
+                                      [name], name="/" + new_name + "/DequantizeLinear"))
+    tmp = path + ".tmp"
+    onnx.save(m, tmp)
+    os.replace(tmp, path)
+
+
 class Timer:
     def __init__(self, what):
         self.what = what

@@ -26,6 +26,8 @@ peaky as trained), biases ~ N(0, 0.02^2), RMSNorm gains ~ N(1, 0.05^2), LM head 
 ~ N(0, 0.02^2) with --frequent (300) seeded rows (low ids) scaled by 4..6 so logits have clear
 winners. Each parameter is seeded from (--seed, its name).
 
+--int8-kv SCALE: single_token.onnx takes int8 past_key_values.N.key_quantized / value_quantized
+[1,KV,S-1,hd] read through DequantizeLinear (SCALE, zero point 0), the vendor's form.
 --prefill-mask gives prefill.onnx an attention_mask [1,S] int64 input too (transformers'
 combined 4-D mask: the causal mask masked_fill'ed where the padding mask is set: Where chains);
 its --ref input pads the last 3 positions (right padding).
@@ -302,6 +304,10 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--which", default="prefill,single_token")
     ap.add_argument("--prefill-mask", action="store_true", help="prefill.onnx takes attention_mask [1,S] too")
+    ap.add_argument("--int8-kv", type=float, default=0, metavar="SCALE",
+                    help="single_token.onnx takes its past K/V as int8 past_key_values.N.key_quantized/"
+                         "value_quantized [1,KV,S-1,hd], dequantized in the graph (DequantizeLinear, this "
+                         "scale, zero point 0), as the vendor's graph does")
     ap.add_argument("--dynamic", action="store_true",
                     help="Optimum-style export: dynamic batch/sequence axes, then fixed to static input dims")
     ap.add_argument("--out", required=True, help="output directory")
@@ -407,11 +413,22 @@ def main(argv=None):
             export(SingleToken(model, lm_head, True).eval(), (x1, *flat, mask, w_t), path,
                    names + ["lm_head.weight_t"], outs, 1, S - 1)
             common.input_to_initializer(path, "lm_head.weight_t", w_t.numpy())
+            for i in range(L) if a.int8_kv > 0 else ():
+                for kv in ("key", "value"):
+                    n = "past_key_values.%d.%s" % (i, kv)
+                    common.dequantized_input(path, n, a.int8_kv, n + "_quantized")
         written.append(path)
         if a.ref:
+            if a.int8_kv > 0:   # the cache as the int8 graph sees it: quantized, then dequantized
+                q8 = [torch.clamp(torch.round(t / a.int8_kv), -128, 127) for t in flat]
+                flat = [q * a.int8_kv for q in q8]
             with torch.no_grad():
                 r = mod(x1, *flat, mask)
-            ref_write("single_token", names + outs, [x1] + flat + [mask] + list(r))
+            pnames = names
+            if a.int8_kv > 0:
+                pnames = [n + "_quantized" if n.startswith("past_key_values.") else n for n in names]
+                flat = [q.to(torch.int8) for q in q8]
+            ref_write("single_token", pnames + outs, [x1] + flat + [mask] + list(r))
 
     if a.samples:
         with common.Timer("samples"):

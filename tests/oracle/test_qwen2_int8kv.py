@@ -1,0 +1,68 @@
+#!/usr/bin/python3
+"""test_qwen2_int8kv.py — the vendor's single-token Qwen2 graph form (int8 past K/V
+`past_key_values.N.key_quantized`, dequantized in the graph by DequantizeLinear) against ONNX Runtime.
+
+    test_qwen2_int8kv.py WLOWER WORKDIR
+
+examples/models/qwen2.py --int8-kv 0.05 (2 layers, hidden 256, 4/2 heads, vocab 1000, past 15, mask
+[1,16]) with its seeded --ref inputs: `wlower --stop-after=fuse` gives one ai.wlower.GroupQueryAttention
+per layer (the dequantized past feeds it); `wlower run` of the fused graph (ref) equals ONNX Runtime on
+the original: logits and presents PSNR >= 100 dB, the same token. (--target host: DequantizeLinear has
+no host kernel yet.) Ends with "qwen2-int8kv: N passed, M failed"; exit 1 on any failure.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def main():
+    wl, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    run = lambda cmd: subprocess.run(cmd, capture_output=True, text=True)
+    res = []
+
+    def check(name, ok, detail=""):
+        print("  %s %s%s" % ("ok  " if ok else "FAIL", name, (": " + detail) if detail else ""), flush=True)
+        res.append(ok)
+        return ok
+
+    r = run(["sh", os.path.join(HERE, "install.sh")])
+    if not check("install ONNX Runtime", r.returncode == 0, (r.stderr + r.stdout).strip()[-200:]):
+        return 1
+    r = run(["/usr/bin/python3", os.path.join(ROOT, "examples", "models", "qwen2.py"), "--layers", "2", "--hidden", "256",
+             "--heads", "4", "--kv-heads", "2", "--ffn", "512", "--vocab", "1000", "--which", "single_token",
+             "--int8-kv", "0.05", "--out", work, "--ref", os.path.join(work, "ref")])
+    if not check("generate", r.returncode == 0, r.stderr.strip()[-300:]):
+        return 1
+    model = os.path.join(work, "single_token.onnx")
+    rd = os.path.join(work, "ref", "single_token")
+    names = ["inputs_embeds", "attention_mask"] + ["past_key_values.%d.%s_quantized" % (i, kv) for i in range(2)
+                                                   for kv in ("key", "value")]
+    pairs = ["%s=%s" % (n, os.path.join(rd, n + ".npy")) for n in names]
+    check("int8 past inputs", all(np.load(os.path.join(rd, n + ".npy")).dtype == np.int8 for n in names[2:]))
+    r = run(["node", os.path.join(HERE, "ort_run.js"), model, os.path.join(work, "ort")] + pairs)
+    if not check("ort", r.returncode == 0, r.stderr.strip()[-300:]):
+        return 1
+    r = run([wl, model, "--stop-after=fuse", "--emit", "onnx-text"])
+    gqa = r.stdout.count("ai.wlower.GroupQueryAttention <")
+    check("fused: one GroupQueryAttention per layer", r.returncode == 0 and gqa == 2 and "= Softmax" not in r.stdout,
+          "%d GroupQueryAttention %s" % (gqa, r.stderr.strip()[-200:]))
+    fused = os.path.join(work, "fused.onnx")
+    r = run([wl, model, "--stop-after=fuse", "-o", fused])
+    r = r if r.returncode else run([wl, "run", fused] + [a for p in pairs for a in ("--input", p)] +
+                                   ["--output-dir", os.path.join(work, "wl")])
+    if check("ref run", r.returncode == 0, r.stderr.strip()[-300:]):
+        r = run(["/usr/bin/python3", os.path.join(HERE, "compare.py"), os.path.join(work, "ort"), os.path.join(work, "wl"),
+                 "--psnr", "100"])
+        check("ref vs ort (PSNR >= 100 dB, tokens)", r.returncode == 0, " ".join(r.stdout.split("\n")[:1]))
+    print("qwen2-int8kv: %d passed, %d failed" % (sum(res), len(res) - sum(res)))
+    return 0 if all(res) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
