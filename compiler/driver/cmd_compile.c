@@ -51,12 +51,17 @@ static const char usage_main[] =
 "                        node computes Whisper's log-mel feeding the old input\n"
 "  --append-argmax       logits outputs become int32 token ids (ai.wlower.GreedyArgMax)\n"
 "  --fp16-attention      mark the attention-adjacent edges float16\n"
+"  --static-kv-cache     GroupQueryAttention nodes whose past K/V are graph inputs read\n"
+"                        them in place and output only the new K/V rows (an LLM step\n"
+"                        against a static cache; docs/OPS.md)\n"
 "  --dim NAME=N          make the symbolic dim NAME static (repeatable), e.g. --dim\n"
 "                        batch_size=1 --dim sequence_length=16 for an Optimum export;\n"
 "                        dims written as sums of names (past_sequence_length +\n"
 "                        sequence_length) follow\n"
 "  --max-seq N           the longest sequence the program sees: RoPE computed from\n"
-"                        position_ids becomes a table of N rows (default 4096)\n""\n"
+"                        position_ids becomes a table of N rows (default 4096)\n"
+"  --prefill-rows N      --pipeline llm: prompt rows per run of the prefill program\n"
+"                        (default min(16, max_seq))\n""\n"
 "compilation to a target (writes the module directory DIR, atomically):\n"
 "  --target qc-n|qc-p|qc-u|host -o DIR\n"
 "                        qc-*: Chimera GPNPU (8x8, 16x16, 32x32 PEs): CCL C++ + schedule.json,\n"
@@ -86,11 +91,11 @@ static int bad_input(const Diag *d)
 
 typedef struct Options {
 	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline;
-	long cores, macs_per_pe, threads;
+	long cores, macs_per_pe, threads, prefill_rows;
 	double ocm, clock, ext_bw;
 	bool print_weights, external_data, list_passes, list_ops, stats, print_fracbits;
 	OptList dims;                  /* --dim NAME=N, each occurrence */
-	bool seen[32];                 /* per row of compile_opts: given */
+	bool seen[48];                 /* per row of compile_opts: given */
 	PipelineOptions pipe;
 } Options;
 
@@ -115,9 +120,11 @@ static const OptSpec compile_opts[] = {
 	{"--prepend-logmel", NULL, OPT_FLAG, O(pipe.fuse.prepend_logmel)},
 	{"--append-argmax", NULL, OPT_FLAG, O(pipe.fuse.append_argmax)},
 	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
+	{"--static-kv-cache", NULL, OPT_FLAG, O(pipe.fuse.static_kv_cache)},
 	{"--dim", NULL, OPT_LIST, O(dims)},
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
+	{"--prefill-rows", NULL, OPT_INT, O(prefill_rows), 1, 1 << 16, false, "%s: '%s' is not 1..65536"},
 	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},
 	{"--ocm", NULL, OPT_SIZE, O(ocm), 65536, 1e12, false, "%s: '%s' is not a size like 32MB (at least 64KB)"},
@@ -332,7 +339,7 @@ static int compile_target(Options *o, TargetKind kind)
 	bool chimera = kind != TARGET_HOST;
 	if (o->pipeline) {
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = o->target, .out = o->out,
-		                   .to = &to, .pipe = &o->pipe};
+		                   .to = &to, .pipe = &o->pipe, .prefill_rows = o->prefill_rows};
 		return cmd_compile_pipeline(&pa);
 	}
 
@@ -420,7 +427,7 @@ static int dispatch(Options *o)
 		TargetOptions to = {.target_name = "ref", .model_path = o->model, .fuse = o->pipe.fuse,
 		                    .t_start_ms = wl_now_ms()};
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = "ref", .out = o->out, .ref = true,
-		                   .to = &to, .pipe = &o->pipe};
+		                   .to = &to, .pipe = &o->pipe, .prefill_rows = o->prefill_rows};
 		return cmd_compile_pipeline(&pa);
 	}
 	if (o->pipeline && !o->target)

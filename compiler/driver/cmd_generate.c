@@ -6,13 +6,16 @@
  *                   [--threads N] [--reps N] [--ignore-eos] [--stream] [--json FILE]
  *
  * stdout: the generated ids, comma-separated, one line (or one id at a time
- * with --stream). stderr: the report. --json FILE (atomic): {"ids": [...],
- * "prompt_ids": [...], "report": {...}}.
+ * with --stream). stderr: the report (prompt processing = the prefill runs,
+ * token generation = the steps, step time by position, peak memory: the
+ * process's peak resident set, getrusage ru_maxrss). --json FILE (atomic):
+ * {"ids": [...], "prompt_ids": [...], "report": {...}}.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include "compiler/driver/commands.h"
 #include "runtime/pipelines/pipeline.h"
@@ -21,10 +24,11 @@ static const char CMD[] = "generate";
 
 static const char usage_generate[] =
 "usage: wlower generate (--pipeline PIPE_DIR | --model LLM_DIR --target ref|host [--max-seq N]\n"
-"                        [--cpu NAME]) --prompt-ids ID,ID,... [options]\n"
+"                        [--prefill-rows N] [--cpu NAME]) --prompt-ids ID,ID,... [options]\n"
 "\n"
-"Decoding (greedy: argmax, first index on ties; or sampled) with the pipeline's step program\n"
-"and its static-size KV cache, one position at a time (the prompt too).\n"
+"Decoding (greedy: argmax, first index on ties; or sampled) against a static-size KV cache\n"
+"updated in place: the prompt by the prefill program (chunks of its N rows), then one\n"
+"step program run per generated id.\n"
 "PIPE_DIR: 'wlower LLM_DIR --pipeline llm --target ref|host -o PIPE_DIR'. With --model,\n"
 "the pipeline is compiled on first use into a cache keyed by the sha256 of LLM_DIR's files,\n"
 "the target and the compile options ($WLOWER_CACHE, else $XDG_CACHE_HOME/wlower, else\n"
@@ -46,11 +50,11 @@ static const char usage_generate[] =
 "  -h, --help            this help\n"
 "\n"
 "stdout: the generated ids (prompt excluded), comma-separated; stderr: the report\n"
-"(prompt processing and token generation tokens/s, per-step time).\n"
+"(prompt processing and token generation tokens/s, step time by position, peak memory).\n"
 "exit status: 0 success, 1 bad input (one line naming the file or the id), 2 usage error\n";
 
 typedef struct GenArgs {
-	const char *pipeline, *prompt, *json, *dump, *model, *target, *max_seq, *cpu;
+	const char *pipeline, *prompt, *json, *dump, *model, *target, *max_seq, *cpu, *prefill_rows;
 	long max_new, threads, reps, top_k, seed;
 	double temperature, top_p;
 	bool ignore_eos, stream;
@@ -62,6 +66,7 @@ static const OptSpec gen_opts[] = {
 	{"--model", NULL, OPT_STRING, O(model)},
 	{"--target", NULL, OPT_STRING, O(target)},
 	{"--max-seq", NULL, OPT_STRING, O(max_seq)},
+	{"--prefill-rows", NULL, OPT_STRING, O(prefill_rows)},
 	{"--cpu", NULL, OPT_STRING, O(cpu)},
 	{"--prompt-ids", NULL, OPT_STRING, O(prompt)},
 	{"--json", NULL, OPT_STRING, O(json)},
@@ -163,11 +168,17 @@ static void report(const LlmInfo *li, const LlmReport *reps, int nrep, const Gen
 	mean_sd(tg, nrep, &tm, &ts);
 	const LlmReport *r0 = &reps[0];
 	double first = r0->nsteps ? r0->step_ms[0] : 0, last = r0->nsteps ? r0->step_ms[r0->nsteps - 1] : 0;
+	struct rusage ru;
+	double peak_mb = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss / 1024.0 : 0;   /* ru_maxrss: KiB */
 	fprintf(stderr, "| target | threads | max_seq | test | tokens | t/s |\n");
 	fprintf(stderr, "| %s | %ld | %d | pp%d | %d | %.2f ± %.2f |\n", li->target, a->threads, li->max_seq, np, np, pm, ps);
 	fprintf(stderr, "| %s | %ld | %d | tg%d | %d | %.2f ± %.2f |\n", li->target, a->threads, li->max_seq,
 	        r0->generated, r0->generated, tm, ts);
-	fprintf(stderr, "step time: first %.3f ms, last %.3f ms (%d steps, %d reps)\n", first, last, r0->nsteps, nrep);
+	fprintf(stderr, "prompt: %d ids in %d prefill runs of up to %d rows\n", np, r0->prefill_runs, li->prefill_rows);
+	if (r0->nsteps)
+		fprintf(stderr, "step time: %.3f ms at p=%d, %.3f ms at p=%d (%d steps, %d reps)\n", first, r0->step_pos0,
+		        last, r0->step_pos0 + r0->nsteps - 1, r0->nsteps, nrep);
+	fprintf(stderr, "peak memory: %.1f MiB\n", peak_mb);
 	if (!a->json)
 		return;
 	cJSON *root = cJSON_CreateObject();
@@ -182,6 +193,10 @@ static void report(const LlmInfo *li, const LlmReport *reps, int nrep, const Gen
 	cJSON_AddNumberToObject(rep, "pp_tokens_per_s_sd", ps);
 	cJSON_AddNumberToObject(rep, "tg_tokens_per_s", tm);
 	cJSON_AddNumberToObject(rep, "tg_tokens_per_s_sd", ts);
+	cJSON_AddNumberToObject(rep, "prefill_rows", li->prefill_rows);
+	cJSON_AddNumberToObject(rep, "prefill_runs", r0->prefill_runs);
+	cJSON_AddNumberToObject(rep, "peak_memory_mib", round(peak_mb * 10) / 10);
+	cJSON_AddNumberToObject(rep, "step_pos0", r0->step_pos0);
 	cJSON *steps = cJSON_AddArrayToObject(rep, "step_ms");
 	for (int i = 0; i < r0->nsteps; i++)
 		cJSON_AddItemToArray(steps, cJSON_CreateNumber(round(r0->step_ms[i] * 1e3) / 1e3));
@@ -209,13 +224,15 @@ static int cache_root(char *buf, size_t n)
  * pipeline reads, the target, the compile options, the wlower version. */
 static int cache_key(const GenArgs *a, char key[65], Diag *d)
 {
-	static const char *files[] = {"config.json", "decoder_with_past_model.onnx", "decoder_with_past_model.onnx.data"};
+	static const char *files[] = {"config.json", "decoder_with_past_model.onnx", "decoder_with_past_model.onnx.data",
+	                              "decoder_model.onnx", "decoder_model.onnx.data"};
 	size_t cap = 4096, len = 0;
 	char *txt = malloc(cap);
 	if (!txt)
 		wl_die(__FILE__, __LINE__, "out of memory");
-	len += (size_t)snprintf(txt + len, cap - len, "wlower %s\ntarget %s\nmax-seq %s\ncpu %s\n", WLOWER_VERSION,
-	                        a->target, a->max_seq ? a->max_seq : "-", a->cpu ? a->cpu : "-");
+	len += (size_t)snprintf(txt + len, cap - len, "wlower %s\ntarget %s\nmax-seq %s\ncpu %s\nprefill-rows %s\n",
+	                        WLOWER_VERSION, a->target, a->max_seq ? a->max_seq : "-", a->cpu ? a->cpu : "-",
+	                        a->prefill_rows ? a->prefill_rows : "-");
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
 		char path[4096], hex[65];
 		snprintf(path, sizeof path, "%s/%s", a->model, files[i]);
@@ -269,6 +286,10 @@ static int cached_pipeline(const GenArgs *a, char *dir, size_t n)
 	if (a->cpu) {
 		argv[argc++] = "--cpu";
 		argv[argc++] = a->cpu;
+	}
+	if (a->prefill_rows) {
+		argv[argc++] = "--prefill-rows";
+		argv[argc++] = a->prefill_rows;
 	}
 	argv[argc] = NULL;
 	rc = cmd_compile(argc, (char **)argv);
@@ -340,8 +361,8 @@ int cmd_generate(int argc, char **argv)
 		return cmd_usage(CMD, "%s", "give --pipeline PIPE_DIR or --model LLM_DIR --target T (one of them)");
 	if (a.model && !a.target)
 		return cmd_usage(CMD, "%s", "--model needs --target ref|host");
-	if (a.pipeline && (a.target || a.max_seq || a.cpu))
-		return cmd_usage(CMD, "%s", "--target, --max-seq and --cpu go with --model, not --pipeline");
+	if (a.pipeline && (a.target || a.max_seq || a.cpu || a.prefill_rows))
+		return cmd_usage(CMD, "%s", "--target, --max-seq, --prefill-rows and --cpu go with --model, not --pipeline");
 	char cached[4096];
 	if (a.model) {
 		if ((rc = cached_pipeline(&a, cached, sizeof cached)) != CMD_OK)

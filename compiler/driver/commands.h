@@ -37,6 +37,7 @@ typedef struct PipelineArgs {
 	bool ref;                            /* --target ref: fused ONNX on the reference executor */
 	const struct TargetOptions *to;      /* host/qc-*: as for --target */
 	const PipelineOptions *pipe;         /* fuse flags, --max-seq, ... (dims are per program) */
+	long prefill_rows;                   /* --prefill-rows (0: default) */
 } PipelineArgs;
 int cmd_compile_pipeline(const PipelineArgs *pa);
 

@@ -136,6 +136,8 @@ static int gq_dims(const Node *n, GQ *g, Diag *d)
 		return KFAIL(n, "bad heads/kv_heads/head_dim attributes");
 	if (!(g->scale > 0))
 		return KFAIL(n, "scale must be positive");
+	if (attr_int(n, "static_cache", 0))
+		return KFAIL(n, "static_cache = 1 (a step against a static KV cache) is not supported on the chimera targets yet");
 	g->B = dim_of(nin(n, 0), 0);
 	g->T = dim_of(nin(n, 0), 1);
 	if (numel_of(nin(n, 0)) != g->B * g->T * g->H * g->hd || numel_of(nin(n, 1)) != g->B * g->T * g->Hkv * g->hd)
