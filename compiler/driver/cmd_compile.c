@@ -54,6 +54,10 @@ static const char usage_main[] =
 "  --static-kv-cache     GroupQueryAttention nodes whose past K/V are graph inputs read\n"
 "                        them in place and output only the new K/V rows (an LLM step\n"
 "                        against a static cache; docs/OPS.md)\n"
+"  --split-lm-head body|head\n"
+"                        body: the graph output computed as MatMulNBits(RMSNorm(h)) (the\n"
+"                        final norm and LM head) becomes h, named hidden_states; head: only\n"
+"                        that norm and projection remain, with input hidden_states\n"
 "  --dim NAME=N          make the symbolic dim NAME static (repeatable), e.g. --dim\n"
 "                        batch_size=1 --dim sequence_length=16 for an Optimum export;\n"
 "                        dims written as sums of names (past_sequence_length +\n"
@@ -121,6 +125,7 @@ static const OptSpec compile_opts[] = {
 	{"--append-argmax", NULL, OPT_FLAG, O(pipe.fuse.append_argmax)},
 	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
 	{"--static-kv-cache", NULL, OPT_FLAG, O(pipe.fuse.static_kv_cache)},
+	{"--split-lm-head", NULL, OPT_STRING, O(pipe.fuse.split_lm_head)},
 	{"--dim", NULL, OPT_LIST, O(dims)},
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},

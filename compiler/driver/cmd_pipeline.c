@@ -11,6 +11,8 @@
  *   step     sequence_length 1: one token at position p;
  *   prefill  sequence_length N (--prefill-rows, default min(16, S)): up to
  *            N prompt rows at positions c..c+N-1, padded, with the mask.
+ * Both end at hidden_states (split-lm-head body); `lm_head` is the final
+ * RMSNorm and projection of the step graph (split-lm-head head).
  * runtime/pipelines/llm.c says how the cache is kept. Target "ref" keeps the
  * fused graph (model.onnx, run by the reference executor); host and qc-*
  * compile it as `--target` does.
@@ -95,12 +97,12 @@ static int check_io(const cJSON *prog, const char *list, const char *name, int r
 static int check_step(const cJSON *prog, const HfConfig *c, int64_t S, int64_t T, int64_t P, const char *model,
                       Diag *d)
 {
-	int64_t one[2] = {1, T}, m[2] = {1, P + T}, lg[3] = {1, T, c->vocab};
+	int64_t one[2] = {1, T}, m[2] = {1, P + T}, hs[3] = {1, T, c->hidden};
 	int64_t past[4] = {1, c->kv_heads, S, c->head_dim}, pres[4] = {1, c->kv_heads, T, c->head_dim};
 	int rc = check_io(prog, "inputs", "input_ids", 2, one, model, d);
 	rc = rc ?: check_io(prog, "inputs", "position_ids", 2, one, model, d);
 	rc = rc ?: check_io(prog, "inputs", "attention_mask", 2, m, model, d);
-	rc = rc ?: check_io(prog, "outputs", "logits", 3, lg, model, d);
+	rc = rc ?: check_io(prog, "outputs", "hidden_states", 3, hs, model, d);
 	for (int64_t i = 0; rc == WL_OK && i < 2 * c->layers; i++) {
 		char nm[64];
 		snprintf(nm, sizeof nm, "past_key_values.%lld.%s", (long long)(i / 2), i % 2 ? "value" : "key");
@@ -110,6 +112,14 @@ static int check_step(const cJSON *prog, const HfConfig *c, int64_t S, int64_t T
 		rc = rc ?: check_io(prog, "outputs", nm, 4, pres, model, d);
 	}
 	return rc;
+}
+
+/* The lm_head program: hidden_states [1,1,D] → logits [1,1,V]. */
+static int check_head(const cJSON *prog, const HfConfig *c, const char *model, Diag *d)
+{
+	int64_t hs[3] = {1, 1, c->hidden}, lg[3] = {1, 1, c->vocab};
+	int rc = check_io(prog, "inputs", "hidden_states", 3, hs, model, d);
+	return rc ?: check_io(prog, "outputs", "logits", 3, lg, model, d);
 }
 
 /* A program of several rows must attend causally: torch.onnx traces Python
@@ -208,14 +218,15 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 	int64_t N = pa->prefill_rows ? pa->prefill_rows : S < 16 ? S : 16;
 	if (N > S)
 		return diag_fail(d, "--prefill-rows %lld exceeds --max-seq %lld", (long long)N, (long long)S);
-	int64_t vals[] = {c.layers, c.kv_heads, c.head_dim, c.vocab, S, c.bos, c.eos, N};
-	const char *keys[] = {"layers", "kv_heads", "head_dim", "vocab", "max_seq", "bos", "eos", "prefill_rows"};
-	for (int i = 0; i < 8; i++)
+	int64_t vals[] = {c.layers, c.kv_heads, c.head_dim, c.vocab, S, c.bos, c.eos, N, c.hidden};
+	const char *keys[] = {"layers", "kv_heads", "head_dim", "vocab", "max_seq", "bos", "eos", "prefill_rows", "hidden"};
+	for (int i = 0; i < 9; i++)
 		cJSON_AddNumberToObject(llm, keys[i], (double)vals[i]);
 	cJSON *programs = cJSON_AddArrayToObject(root, "programs");
 	PipelineOptions pipe = *pa->pipe;
 	pipe.canon.max_seq = S;
 	pipe.fuse.static_kv_cache = true;
+	pipe.fuse.split_lm_head = "body";
 	PipelineArgs a = *pa;
 	a.pipe = &pipe;
 	static const char *names[2] = {"prefill", "step"};
@@ -244,7 +255,11 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 			return WL_ERR;
 	}
 	cJSON_AddBoolToObject(llm, "prefill_reads_cache", chunks);
-	return WL_OK;
+	pipe.fuse.split_lm_head = "head";
+	DimBinding dims[3] = {{"batch_size", 1}, {"sequence_length", 1}, {"past_sequence_length", S}};
+	if (compile_program(&a, step, dims, 3, "lm_head", dir, false, programs, d) != WL_OK)
+		return WL_ERR;
+	return check_head(cJSON_GetArrayItem(programs, 2), &c, step, d);
 }
 
 int cmd_compile_pipeline(const PipelineArgs *pa)

@@ -1,18 +1,26 @@
 /* llm.c — the LLM loop: decoding with a static-size KV cache updated in
- * place, one `prefill` program for prompt rows and one `step` program for
- * every position (docs/FORMATS.md "Pipeline directories").
+ * place, one `prefill` program for prompt rows, one `step` program for
+ * every position and one `lm_head` program for the row whose logits are
+ * needed (docs/FORMATS.md "Pipeline directories").
  *
- * Both programs are the Optimum decoder_with_past graph compiled with
- * past_sequence_length S (S = max_seq) and the static-kv-cache pass, for T
- * rows (step: T = 1; prefill: T = N, pipeline.json's llm.prefill_rows):
+ * prefill and step are the Optimum decoder_with_past graph compiled with
+ * past_sequence_length S (S = max_seq), the static-kv-cache pass and the
+ * body of split-lm-head, for T rows (step: T = 1; prefill: T = N,
+ * pipeline.json's llm.prefill_rows):
  *   input_ids [1,T], position_ids [1,T], attention_mask [1,S+T],
- *   past_key_values.i.key/value [1,KV,S,hd]  →  logits [1,T,V],
+ *   past_key_values.i.key/value [1,KV,S,hd]  →  hidden_states [1,T,D],
  *   present.i.key/value [1,KV,T,hd] (the T new rows only)
+ * lm_head is its final RMSNorm and projection: hidden_states [1,1,D] →
+ * logits [1,1,V], run on the last valid row of each run (a prefill of N
+ * rows pays for one row of the LM head, not N). The embedding lookup stays
+ * the first node of prefill and step (a Gather reading the table in place:
+ * ids in, nothing copied).
  * The caches are the past inputs, read in place by the attention; rows < c
  * hold positions 0..c-1. A run for n <= T rows at positions c..c+n-1 sets
  * the mask to 1 on cache rows < c and on the n first new rows (padding rows
  * repeat the last id, at clamped positions, masked), then writes present row
- * t into cache row c+t for t < n: O(layers·KV·hd) per token, whatever c is.
+ * t into cache row c+t for t < n: O(layers·KV·hd) per token, whatever c is,
+ * and runs lm_head on hidden row n-1.
  * A prompt is processed by prefill in chunks of N rows (a chunk of one row
  * by step); the logits of its last row choose the first id, and each step
  * after reads the last id chosen. Positions 0..S-1 fit.
@@ -38,27 +46,29 @@ struct Llm {
 	LlmInfo info;
 	char *target;
 	Rows step, prefill;
+	Program *head;             /* lm_head */
 	RTensor *cache;            /* 2·layers: [1,KV,S,hd] float32, key then value */
-	RTensor row_logits;        /* view: the logits of the last valid row */
+	RTensor row;               /* view: the hidden state of the last valid row [1,1,D] */
 	char **past_names, **present_names;
 };
 
 static int read_info(const cJSON *root, const char *file, LlmInfo *li, Diag *d)
 {
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "llm");
-	int64_t v[8];
-	static const char *keys[] = {"layers", "kv_heads", "head_dim", "vocab", "max_seq", "bos", "eos", "prefill_rows"};
-	static const int64_t hi[] = {4096, 4096, 65536, 1 << 24, 1 << 24, 1 << 24, 1 << 24, 1 << 16};
+	int64_t v[9];
+	static const char *keys[] = {"layers", "kv_heads", "head_dim", "vocab", "max_seq", "bos", "eos", "prefill_rows",
+	                             "hidden"};
+	static const int64_t hi[] = {4096, 4096, 65536, 1 << 24, 1 << 24, 1 << 24, 1 << 24, 1 << 16, 1 << 20};
 	if (!cJSON_IsObject(o))
 		return diag_fail(d, "%s: missing 'llm'", file);
-	for (int i = 0; i < 8; i++)
-		if (json_int(o, keys[i], i < 5 || i == 7 ? 1 : -1, hi[i], file, &v[i], d) != WL_OK)
+	for (int i = 0; i < 9; i++)
+		if (json_int(o, keys[i], i == 5 || i == 6 ? -1 : 1, hi[i], file, &v[i], d) != WL_OK)
 			return WL_ERR;
 	if (v[4] < 2)
 		return diag_fail(d, "%s: 'max_seq' must be at least 2", file);
 	if (v[7] > v[4])
 		return diag_fail(d, "%s: 'prefill_rows' exceeds 'max_seq'", file);
-	*li = (LlmInfo){(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], v[5], v[6], NULL, (int)v[7]};
+	*li = (LlmInfo){(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], v[5], v[6], NULL, (int)v[7], (int)v[8]};
 	return WL_OK;
 }
 
@@ -169,6 +179,8 @@ int llm_open(const char *dir, int threads, Llm **out, Diag *d)
 	}
 	if (rc == WL_OK)
 		rc = open_program(root, dir, file, "prefill", threads, &l->prefill.prog, d);
+	if (rc == WL_OK)
+		rc = open_program(root, dir, file, "lm_head", threads, &l->head, d);
 	cJSON_Delete(root);
 	if (rc != WL_OK) {
 		llm_close(l);
@@ -184,6 +196,7 @@ void llm_close(Llm *l)
 		return;
 	free_rows(&l->step);
 	free_rows(&l->prefill);
+	program_close(l->head);
 	for (int i = 0; l->cache && i < 2 * l->info.layers; i++) {
 		rt_free(&l->cache[i]);
 		free(l->past_names[i]);
@@ -200,7 +213,7 @@ const LlmInfo *llm_info(const Llm *l) { return &l->info; }
 
 /* One run of r's program: ids tok[0..n) (n <= T) at positions c..c+n-1
  * against cache rows < c; their new K/V rows go to cache rows c..c+n-1;
- * *logits: a view of the logits of row n-1. */
+ * then lm_head on row n-1: *logits, a view valid until the next run. */
 static int run_rows(Llm *l, Rows *r, const int64_t *tok, int n, int c, const RTensor **logits, Diag *d)
 {
 	const LlmInfo *li = &l->info;
@@ -223,21 +236,20 @@ static int run_rows(Llm *l, Rows *r, const int64_t *tok, int n, int c, const RTe
 			return WL_ERR;
 	if (program_run(r->prog, d) != WL_OK)
 		return WL_ERR;
-	const RTensor *lg = program_output(r->prog, "logits", d);
-	if (!lg)
+	const RTensor *hs = program_output(r->prog, "hidden_states", d);
+	if (!hs)
 		return WL_ERR;
-	if (lg->dtype != DT_FLOAT || rt_numel(lg) != (int64_t)T * li->vocab)
-		return diag_fail(d, "%s program: 'logits' is not float32 with %d x %d values", T > 1 ? "prefill" : "step",
-		                 T, li->vocab);
-	RTensor *v = &l->row_logits;
-	*v = *lg;
+	if (hs->dtype != DT_FLOAT || rt_numel(hs) != (int64_t)T * li->hidden)
+		return diag_fail(d, "%s program: 'hidden_states' is not float32 with %d x %d values",
+		                 T > 1 ? "prefill" : "step", T, li->hidden);
+	RTensor *v = &l->row;
+	*v = *hs;
 	v->owned = false;
 	v->ndim = 3;
 	v->dims[0] = v->dims[1] = 1;
-	v->dims[2] = li->vocab;
-	v->data = (float *)lg->data + (int64_t)(n - 1) * li->vocab;
-	v->nbytes = (size_t)li->vocab * sizeof(float);
-	*logits = v;
+	v->dims[2] = li->hidden;
+	v->data = (float *)hs->data + (int64_t)(n - 1) * li->hidden;
+	v->nbytes = (size_t)li->hidden * sizeof(float);
 	int64_t hd = li->head_dim;
 	for (int i = 0; i < 2 * li->layers; i++) {
 		const RTensor *pr = program_output(r->prog, l->present_names[i], d);
@@ -252,6 +264,11 @@ static int run_rows(Llm *l, Rows *r, const int64_t *tok, int n, int c, const RTe
 		for (int h = 0; h < li->kv_heads; h++)
 			memcpy(dst + ((int64_t)h * S + c) * hd, src + (int64_t)h * T * hd, (size_t)(n * hd) * sizeof(float));
 	}
+	if (program_bind(l->head, "hidden_states", v, d) != WL_OK || program_run(l->head, d) != WL_OK ||
+	    !(*logits = program_output(l->head, "logits", d)))
+		return WL_ERR;
+	if ((*logits)->dtype != DT_FLOAT || rt_numel(*logits) != li->vocab)
+		return diag_fail(d, "lm_head program: 'logits' is not float32 with %d values", li->vocab);
 	return WL_OK;
 }
 

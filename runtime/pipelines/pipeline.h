@@ -24,8 +24,9 @@
  *                 "op_counts": {...}}, ...],
  *     prefill: input_ids [1,N], position_ids [1,N], attention_mask [1,S+N],
  *              past_key_values.i.key/value [1,KV,S,hd] (the static caches, read
- *              in place) → logits [1,N,V], present.i.key/value [1,KV,N,hd]
- *              (the new rows only); step: the same with 1 for N.
+ *              in place) → hidden_states [1,N,D], present.i.key/value
+ *              [1,KV,N,hd] (the new rows only); step: the same with 1 for N;
+ *     lm_head: hidden_states [1,1,D] → logits [1,1,V].
  *   "files": [{"name": "step/manifest.json", "bytes": N, "sha256": "..."}, ...],
  *   "compile_ms": T
  * }
@@ -74,8 +75,9 @@ typedef struct LlmInfo {
 	int64_t bos, eos;
 	const char *target;
 	int prefill_rows;          /* N: prompt rows per prefill run */
+	int hidden;                /* D: hidden_states width */
 } LlmInfo;
-/* Opens PIPE_DIR (pipeline_read with kind "llm", then the step and prefill programs). */
+/* Opens PIPE_DIR (pipeline_read with kind "llm", then the step, prefill and lm_head programs). */
 int llm_open(const char *dir, int threads, Llm **out, Diag *d);
 void llm_close(Llm *l);
 const LlmInfo *llm_info(const Llm *l);

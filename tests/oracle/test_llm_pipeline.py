@@ -7,7 +7,8 @@
    export (symbolic dims, RoPE computed at run time).
 2. `wlower EXPORT --pipeline llm --target T --max-seq 128 -o PIPE` for each target; the prefill
    and step programs must each hold one GroupQueryAttention per layer (5), reading the static
-   cache in place (presents [1,4,T,8]: the new rows).
+   cache in place (presents [1,4,T,8]: the new rows), and end at hidden_states; lm_head is the
+   final RMSNorm and projection alone.
 3. `wlower generate --pipeline PIPE --prompt-ids 1 --max-new-tokens 64` must print exactly the
    64 ids of llama2.c's own run.c (tests/oracle/stories260K_greedy.json, recorded from run.c and
    checked against an independent float64 forward pass by the llama2c test); --json too. With
@@ -165,11 +166,21 @@ def main():
         pj = json.load(open(os.path.join(pipe, "pipeline.json")))
         for prog in pj["programs"]:
             ops, rows = prog["op_counts"], {"prefill": 16, "step": 1}.get(prog["name"])
-            pres = [o["shape"] for o in prog["outputs"] if o["name"].startswith("present.")]
-            t.check("%s: 5 GroupQueryAttention, presents = the %s new rows" % (prog["name"], rows),
+            outs = {o["name"]: o["shape"] for o in prog["outputs"]}
+            pres = [s for n, s in outs.items() if n.startswith("present.")]
+            if rows is None:    # lm_head: the final norm and projection only
+                t.check("lm_head: hidden_states [1,1,64] -> logits [1,1,512], RMSNorm + MatMulNBits",
+                        ops == {"ai.wlower.RMSNorm": 1, "ai.wlower.MatMulNBits": 1} and
+                        outs == {"logits": [1, 1, 512]} and
+                        [(i["name"], i["shape"]) for i in prog["inputs"]] == [("hidden_states", [1, 1, 64])],
+                        json.dumps(ops) + " " + str(outs))
+                continue
+            t.check("%s: 5 GroupQueryAttention, presents = the %s new rows, hidden_states out" % (prog["name"], rows),
                     ops.get("ai.wlower.GroupQueryAttention") == 5 and len(pres) == 10 and
-                    all(s == [1, 4, rows, 8] for s in pres), json.dumps(ops) + " " + str(pres))
-        t.check("programs prefill and step", sorted(p["name"] for p in pj["programs"]) == ["prefill", "step"])
+                    all(s == [1, 4, rows, 8] for s in pres) and outs.get("hidden_states") == [1, rows, 64] and
+                    "logits" not in outs, json.dumps(ops) + " " + str(outs))
+        t.check("programs prefill, step and lm_head",
+                sorted(p["name"] for p in pj["programs"]) == ["lm_head", "prefill", "step"])
         js = os.path.join(work, "gen-%s.json" % target)
         r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", "1", "--max-new-tokens", "64",
                  "--threads", "2", "--json", js])
