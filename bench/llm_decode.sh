@@ -34,6 +34,7 @@ if [ ! -f "$C/stories260K/config.json" ]; then
 		>/dev/null 2>&1 || { echo "llm_decode: llama2c.py failed" >&2; exit 1; }
 fi
 if echo "$MODELS" | grep -q qwen2 && [ ! -f "$C/qwen2-1.5b/config.json" ]; then
+	[ -f "$C/qwen2-f32/decoder_with_past_model.onnx" ] ||
 	$PY examples/models/hf_llama.py --arch qwen2 --layers 1 --hidden 1536 --heads 12 --kv-heads 2 \
 		--ffn 8960 --vocab 151936 --max-pos 4096 --mask where --out "$C/qwen2-f32" >/dev/null 2>&1 ||
 		{ echo "llm_decode: hf_llama.py failed" >&2; exit 1; }
