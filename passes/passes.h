@@ -36,6 +36,8 @@ typedef struct FuseOptions {
 	bool prepend_logmel;       /* --prepend-logmel: input becomes waveform [1,480000] */
 	bool append_argmax;        /* --append-argmax: logits outputs become int32 ids */
 	bool fp16_attention;       /* --fp16-attention: attention-adjacent edges float16 */
+	bool static_kv_cache;      /* --static-kv-cache: GQA past read in place, presents = new rows */
+	const char *split_lm_head; /* --split-lm-head body|head (NULL: no split) */
 } FuseOptions;
 
 /* Options of the numerics passes (group 'numerics'; chimera targets).
@@ -101,6 +103,8 @@ int pass_fuse_matmul_nbits(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_qkv(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_logmel(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_argmax(Module *m, PassContext *ctx, Diag *d);
+int pass_static_kv_cache(Module *m, PassContext *ctx, Diag *d);
+int pass_split_lm_head(Module *m, PassContext *ctx, Diag *d);
 int pass_fp16_attention(Module *m, PassContext *ctx, Diag *d);
 int pass_assign_fracbits(Module *m, PassContext *ctx, Diag *d);
 

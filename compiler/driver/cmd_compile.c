@@ -51,6 +51,13 @@ static const char usage_main[] =
 "                        node computes Whisper's log-mel feeding the old input\n"
 "  --append-argmax       logits outputs become int32 token ids (ai.wlower.GreedyArgMax)\n"
 "  --fp16-attention      mark the attention-adjacent edges float16\n"
+"  --static-kv-cache     GroupQueryAttention nodes whose past K/V are graph inputs read\n"
+"                        them in place and output only the new K/V rows (an LLM step\n"
+"                        against a static cache; docs/OPS.md)\n"
+"  --split-lm-head body|head\n"
+"                        body: the graph output computed as MatMulNBits(RMSNorm(h)) (the\n"
+"                        final norm and LM head) becomes h, named hidden_states; head: only\n"
+"                        that norm and projection remain, with input hidden_states\n"
 "  --dim NAME=N          make the symbolic dim NAME static (repeatable), e.g. --dim\n"
 "                        batch_size=1 --dim sequence_length=16 for an Optimum export;\n"
 "                        dims written as sums of names (past_sequence_length +\n"
@@ -65,7 +72,10 @@ static const char usage_main[] =
 "pipelines (several programs in one folder, run by 'wlower generate'):\n"
 "  --pipeline llm --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR\n"
 "                        MODEL is an LLM folder (an Optimum export); the KV-cached\n"
-"                        step program into PIPE_DIR (hardware options as below)\n"
+"                        prefill, step and lm_head programs into PIPE_DIR (hardware\n"
+"                        options as below)\n"
+"  --prefill-rows N      --pipeline llm: prompt rows per run of the prefill program\n"
+"                        (default min(16, max_seq))\n"
 "  --pipeline whisper --target ref|host -o PIPE_DIR\n"
 "                        MODEL is a Whisper folder (Optimum layout); the programs of\n"
 "                        'wlower transcribe' (mel, encoder, cross_kv, step) into PIPE_DIR\n"
@@ -111,11 +121,11 @@ static int bad_input(const Diag *d)
 
 typedef struct Options {
 	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline, *calibrate;
-	long cores, macs_per_pe, threads;
+	long cores, macs_per_pe, threads, prefill_rows;
 	double ocm, clock, ext_bw, calibrate_margin;
 	bool print_weights, external_data, list_passes, list_ops, stats, print_fracbits;
 	OptList dims;                  /* --dim NAME=N, each occurrence */
-	bool seen[40];                 /* per row of compile_opts: given */
+	bool seen[48];                 /* per row of compile_opts: given */
 	PipelineOptions pipe;
 } Options;
 
@@ -140,12 +150,15 @@ static const OptSpec compile_opts[] = {
 	{"--prepend-logmel", NULL, OPT_FLAG, O(pipe.fuse.prepend_logmel)},
 	{"--append-argmax", NULL, OPT_FLAG, O(pipe.fuse.append_argmax)},
 	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
+	{"--static-kv-cache", NULL, OPT_FLAG, O(pipe.fuse.static_kv_cache)},
+	{"--split-lm-head", NULL, OPT_STRING, O(pipe.fuse.split_lm_head)},
 	{"--dim", NULL, OPT_LIST, O(dims)},
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
 	{"--calibrate", NULL, OPT_STRING, O(calibrate)},
 	{"--calibrate-margin", NULL, OPT_REAL, O(calibrate_margin), 1, 16, false, "%s: '%s' is not 1..16"},
 	{"--kv-step", NULL, OPT_FLAG, O(pipe.canon.kv_step)},
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
+	{"--prefill-rows", NULL, OPT_INT, O(prefill_rows), 1, 1 << 16, false, "%s: '%s' is not 1..65536"},
 	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},
 	{"--ocm", NULL, OPT_SIZE, O(ocm), 65536, 1e12, false, "%s: '%s' is not a size like 32MB (at least 64KB)"},
@@ -363,7 +376,7 @@ static int compile_target(Options *o, TargetKind kind)
 	if (o->pipeline) {
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = o->target, .out = o->out,
 		                   .to = &to, .pipe = &o->pipe, .calibrate = o->calibrate, .tranges_dir = o->tranges,
-		                   .calibrate_margin = o->calibrate_margin};
+		                   .calibrate_margin = o->calibrate_margin, .prefill_rows = o->prefill_rows};
 		return cmd_compile_pipeline(&pa);
 	}
 
@@ -455,7 +468,7 @@ static int dispatch(Options *o)
 		TargetOptions to = {.target_name = "ref", .model_path = o->model, .fuse = o->pipe.fuse,
 		                    .t_start_ms = wl_now_ms()};
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = "ref", .out = o->out, .ref = true,
-		                   .to = &to, .pipe = &o->pipe};
+		                   .to = &to, .pipe = &o->pipe, .prefill_rows = o->prefill_rows};
 		return cmd_compile_pipeline(&pa);
 	}
 	if (o->pipeline && !o->target)

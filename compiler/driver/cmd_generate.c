@@ -6,19 +6,23 @@
  *                   [--threads N] [--reps N] [--ignore-eos] [--stream] [--json FILE]
  *
  * stdout: the generated ids, comma-separated, one line (or one id at a time
- * with --stream). stderr: the report. --json FILE (atomic): {"ids": [...],
- * "prompt_ids": [...], "report": {...}}. On a qc-* pipeline the report adds
- * the simulated device: cycles and latency per token and tokens/s at the
- * configured clock (the cost model's cycles per run of each program, summed
- * over the runs of the first repetition, per position), saturated
- * fixed-point stores per program and per position, and per program the
- * vendor's per-run table (`wlower sim`'s configuration and report).
+ * with --stream). stderr: the report (prompt processing = the prefill runs,
+ * token generation = the steps, step time by position, peak memory: the
+ * process's peak resident set, getrusage ru_maxrss). --json FILE (atomic):
+ * {"ids": [...], "prompt_ids": [...], "report": {...}}. On a qc-* pipeline the
+ * report adds the simulated device: cycles and latency per token and
+ * tokens/s at the configured clock (the cost model's cycles per run of each
+ * program, summed over the runs of the first repetition, per position),
+ * saturated fixed-point stores per program and per position, and per
+ * program the vendor's per-run table (`wlower sim`'s configuration and report).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "compiler/driver/commands.h"
 #include "runtime/pipelines/pipeline.h"
 #include "tranges/tranges.h"
@@ -29,16 +33,17 @@ static const char usage_generate[] =
 "usage: wlower generate (--pipeline PIPE_DIR | --model LLM_DIR --target T [--max-seq N] [compile options])\n"
 "                       --prompt-ids ID,ID,... [options]\n"
 "\n"
-"Decoding (greedy: argmax, first index on ties; or sampled) with the pipeline's step program\n"
-"and its static-size KV cache, one position at a time (the prompt too).\n"
+"Decoding (greedy: argmax, first index on ties; or sampled) against a static-size KV cache\n"
+"updated in place: the prompt by the prefill program (chunks of its N rows), then one\n"
+"step program run per generated id, and lm_head on the last row.\n"
 "PIPE_DIR: 'wlower LLM_DIR --pipeline llm --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR'.\n"
 "With --model, the pipeline is compiled on first use into a cache keyed by the sha256 of\n"
 "LLM_DIR's files, the target and the compile options ($WLOWER_CACHE, else\n"
 "$XDG_CACHE_HOME/wlower, else ~/.cache/wlower) and reused after. Compile options with\n"
-"--model: --max-seq, --cpu (host), --calibrate PROMPTS.txt [--calibrate-margin M] or\n"
-"--tranges DIR (qc-*, one required), --cores, --ocm, --macs-per-pe, --clock, --ext-bw\n"
-"(qc-*), as 'wlower --help' describes them.\n"
-"qc-* pipelines run on the bit-exact emulator (one simulator process for every step).\n"
+"--model: --max-seq, --prefill-rows, --cpu (host), --calibrate PROMPTS.txt\n"
+"[--calibrate-margin M] or --tranges DIR (qc-*, one required), --cores, --ocm,\n"
+"--macs-per-pe, --clock, --ext-bw (qc-*), as 'wlower --help' describes them.\n"
+"qc-* pipelines run on the bit-exact emulator (one simulator process per program).\n"
 "\n"
 "  --prompt-ids LIST     prompt token ids, comma-separated (e.g. 1: the BOS id)\n"
 "  --max-new-tokens N    ids to generate (default 32); prompt + N <= max_seq\n"
@@ -56,13 +61,13 @@ static const char usage_generate[] =
 "  -h, --help            this help\n"
 "\n"
 "stdout: the generated ids (prompt excluded), comma-separated; stderr: the report\n"
-"(prompt processing and token generation tokens/s, per-step time; qc-*: simulated cycles,\n"
-"latency and tokens/s per token at the configured clock, saturated fixed-point stores\n"
-"per program and position, the vendor's per-run table of each program).\n"
+"(prompt processing and token generation tokens/s, step time by position, peak memory;\n"
+"qc-*: simulated cycles, latency and tokens/s per token at the configured clock, saturated\n"
+"fixed-point stores per program and position, the vendor's per-run table of each program).\n"
 "exit status: 0 success, 1 bad input (one line naming the file or the id), 2 usage error\n";
 
 typedef struct GenArgs {
-	const char *pipeline, *prompt, *json, *dump, *model, *target, *max_seq, *cpu;
+	const char *pipeline, *prompt, *json, *dump, *model, *target, *max_seq, *cpu, *prefill_rows;
 	const char *calibrate, *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw;
 	long max_new, threads, reps, top_k, seed;
 	double temperature, top_p;
@@ -75,6 +80,7 @@ static const OptSpec gen_opts[] = {
 	{"--model", NULL, OPT_STRING, O(model)},
 	{"--target", NULL, OPT_STRING, O(target)},
 	{"--max-seq", NULL, OPT_STRING, O(max_seq)},
+	{"--prefill-rows", NULL, OPT_STRING, O(prefill_rows)},
 	{"--cpu", NULL, OPT_STRING, O(cpu)},
 	{"--calibrate", NULL, OPT_STRING, O(calibrate)},
 	{"--calibrate-margin", NULL, OPT_STRING, O(margin)},
@@ -188,11 +194,17 @@ static void report(Llm *l, const SimTotals *sim, bool sim_on, const LlmReport *r
 	mean_sd(tg, nrep, &tm, &ts);
 	const LlmReport *r0 = &reps[0];
 	double first = r0->nsteps ? r0->step_ms[0] : 0, last = r0->nsteps ? r0->step_ms[r0->nsteps - 1] : 0;
+	struct rusage ru;
+	double peak_mb = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss / 1024.0 : 0;   /* ru_maxrss: KiB */
 	fprintf(stderr, "| target | threads | max_seq | test | tokens | t/s |\n");
 	fprintf(stderr, "| %s | %ld | %d | pp%d | %d | %.2f ± %.2f |\n", li->target, a->threads, li->max_seq, np, np, pm, ps);
 	fprintf(stderr, "| %s | %ld | %d | tg%d | %d | %.2f ± %.2f |\n", li->target, a->threads, li->max_seq,
 	        r0->generated, r0->generated, tm, ts);
-	fprintf(stderr, "step time: first %.3f ms, last %.3f ms (%d steps, %d reps)\n", first, last, r0->nsteps, nrep);
+	fprintf(stderr, "prompt: %d ids in %d prefill runs of up to %d rows\n", np, r0->prefill_runs, li->prefill_rows);
+	if (r0->nsteps)
+		fprintf(stderr, "step time: %.3f ms at p=%d, %.3f ms at p=%d (%d steps, %d reps)\n", first, r0->step_pos0,
+		        last, r0->step_pos0 + r0->nsteps - 1, r0->nsteps, nrep);
+	fprintf(stderr, "peak memory: %.1f MiB\n", peak_mb);
 	if (!a->json) {
 		if (sim_on)
 			sim_report(l, sim, NULL);
@@ -210,6 +222,10 @@ static void report(Llm *l, const SimTotals *sim, bool sim_on, const LlmReport *r
 	cJSON_AddNumberToObject(rep, "pp_tokens_per_s_sd", ps);
 	cJSON_AddNumberToObject(rep, "tg_tokens_per_s", tm);
 	cJSON_AddNumberToObject(rep, "tg_tokens_per_s_sd", ts);
+	cJSON_AddNumberToObject(rep, "prefill_rows", li->prefill_rows);
+	cJSON_AddNumberToObject(rep, "prefill_runs", r0->prefill_runs);
+	cJSON_AddNumberToObject(rep, "peak_memory_mib", round(peak_mb * 10) / 10);
+	cJSON_AddNumberToObject(rep, "step_pos0", r0->step_pos0);
 	cJSON *steps = cJSON_AddArrayToObject(rep, "step_ms");
 	for (int i = 0; i < r0->nsteps; i++)
 		cJSON_AddItemToArray(steps, cJSON_CreateNumber(round(r0->step_ms[i] * 1e3) / 1e3));
@@ -239,7 +255,8 @@ static int cache_root(char *buf, size_t n)
 typedef struct PassOpt { const char *name, *value; } PassOpt;
 static int pass_opts(const GenArgs *a, PassOpt *o)
 {
-	PassOpt v[] = {{"--max-seq", a->max_seq}, {"--cpu", a->cpu}, {"--calibrate", a->calibrate}, {"--calibrate-margin", a->margin},
+	PassOpt v[] = {{"--max-seq", a->max_seq}, {"--prefill-rows", a->prefill_rows}, {"--cpu", a->cpu},
+	               {"--calibrate", a->calibrate}, {"--calibrate-margin", a->margin},
 	               {"--tranges", a->tranges}, {"--cores", a->cores}, {"--ocm", a->ocm},
 	               {"--macs-per-pe", a->macs_per_pe}, {"--clock", a->clock}, {"--ext-bw", a->ext_bw}};
 	int n = (int)(sizeof v / sizeof v[0]);
@@ -252,7 +269,8 @@ static int pass_opts(const GenArgs *a, PassOpt *o)
  * or ranges (by content), the wlower version. */
 static int cache_key(const GenArgs *a, char key[65], Diag *d)
 {
-	static const char *files[] = {"config.json", "decoder_with_past_model.onnx", "decoder_with_past_model.onnx.data"};
+	static const char *files[] = {"config.json", "decoder_with_past_model.onnx", "decoder_with_past_model.onnx.data",
+	                              "decoder_model.onnx", "decoder_model.onnx.data"};
 	size_t cap = 8192, len = 0;
 	char *txt = malloc(cap);
 	if (!txt)
@@ -262,12 +280,16 @@ static int cache_key(const GenArgs *a, char key[65], Diag *d)
 	int npo = pass_opts(a, po);
 	for (int i = 0; i < npo; i++)
 		len += (size_t)snprintf(txt + len, cap - len, "%s %s\n", po[i].name, po[i].value ? po[i].value : "-");
-	char extra[2][4096] = {"", ""};
+	static const char *const progs[] = {"prefill", "step", "lm_head"};
+	char extra[4][4096] = {"", "", "", ""};
 	if (a->calibrate)
 		snprintf(extra[0], sizeof extra[0], "%s", a->calibrate);
-	if (a->tranges)
-		snprintf(extra[1], sizeof extra[1], "%s/step.tranges", a->tranges);
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; a->tranges && i < 3; i++) {
+		snprintf(extra[1 + i], sizeof extra[1 + i], "%s/%s.tranges", a->tranges, progs[i]);
+		if (access(extra[1 + i], F_OK) != 0)
+			extra[1 + i][0] = 0;     /* compiling names the missing file */
+	}
+	for (int i = 0; i < 4; i++) {
 		char hex[65];
 		if (!extra[i][0])
 			continue;
@@ -275,7 +297,7 @@ static int cache_key(const GenArgs *a, char key[65], Diag *d)
 			free(txt);
 			return WL_ERR;
 		}
-		len += (size_t)snprintf(txt + len, cap - len, "%s %s\n", i ? "tranges" : "prompts", hex);
+		len += (size_t)snprintf(txt + len, cap - len, "%s %s\n", i ? progs[i - 1] : "prompts", hex);
 	}
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
 		char path[4096], hex[65];
@@ -506,8 +528,8 @@ int cmd_generate(int argc, char **argv)
 	int npo = pass_opts(&a, po);
 	for (int i = 0; a.pipeline && i < npo; i++)
 		if (po[i].value || a.target)
-			return cmd_usage(CMD, "%s", "--target and the compile options (--max-seq, --cpu, --calibrate, --tranges, "
-			                 "hardware) go with --model, not --pipeline");
+			return cmd_usage(CMD, "%s", "--target and the compile options (--max-seq, --prefill-rows, --cpu, "
+			                 "--calibrate, --tranges, hardware) go with --model, not --pipeline");
 	char cached[4096];
 	if (a.model) {
 		if ((rc = cached_pipeline(&a, cached, sizeof cached)) != CMD_OK)

@@ -3,12 +3,19 @@
  * directory (runtime/pipelines/pipeline.h has the format), atomically.
  *
  * llm: LLM_DIR is an Optimum export (config.json, decoder_with_past_model.onnx
- * with symbolic dims). The `step` program is decoder_with_past_model.onnx at
- * batch_size 1, sequence_length 1 and past_sequence_length S-1 (S = --max-seq,
- * default config.json's max_position_embeddings up to 4096), RoPE tables of S
- * rows; runtime/pipelines/llm.c says how the cache is kept. Target "ref"
- * keeps the fused graph (model.onnx, run by the reference executor); host
- * and qc-* compile it as `--target` does.
+ * with symbolic dims). Both programs are decoder_with_past_model.onnx at
+ * batch_size 1 and past_sequence_length S (S = --max-seq, default
+ * config.json's max_position_embeddings up to 4096), RoPE tables of S rows,
+ * with the static-kv-cache pass: the past inputs are the static caches
+ * [1, KV, S, hd] read in place and the presents only the new rows:
+ *   step     sequence_length 1: one token at position p;
+ *   prefill  sequence_length N (--prefill-rows, default min(16, S)): up to
+ *            N prompt rows at positions c..c+N-1, padded, with the mask.
+ * Both end at hidden_states (split-lm-head body); `lm_head` is the final
+ * RMSNorm and projection of the step graph (split-lm-head head).
+ * runtime/pipelines/llm.c says how the cache is kept. Target "ref" keeps the
+ * fused graph (model.onnx, run by the reference executor); host and qc-*
+ * compile it as `--target` does.
  *
  * qc-* need ranges for every tensor of every program, from real decoding
  * (a saturated store at one position corrupts the cache for every later
@@ -94,8 +101,11 @@ static int check_io(const cJSON *prog, const char *list, const char *name, int r
 			ok = cJSON_IsNumber(cJSON_GetArrayItem(sh, i)) &&
 			     (shape[i] < 0 || cJSON_GetArrayItem(sh, i)->valuedouble == (double)shape[i]);
 		if (!ok)
-			return diag_fail(d, "%s: %s '%s' does not have the shape the step program needs", model,
-			                 strcmp(list, "inputs") ? "output" : "input", name);
+			return diag_fail(d, "%s: %s '%s' does not have the shape the %s program needs%s", model,
+			                 strcmp(list, "inputs") ? "output" : "input", name,
+			                 cJSON_GetObjectItemCaseSensitive(prog, "name")->valuestring,
+			                 strncmp(name, "present", 7) ? "" : " (no GroupQueryAttention reading the past "
+			                 "in place: the attention did not fuse)");
 		return WL_OK;
 	}
 	return diag_fail(d, "%s: the export has no %s '%s' (an Optimum decoder_with_past export has input_ids, "
@@ -103,37 +113,71 @@ static int check_io(const cJSON *prog, const char *list, const char *name, int r
 	                 model, strcmp(list, "inputs") ? "output" : "input", name);
 }
 
-/* The step program's io against the model config. */
-static int check_step(const cJSON *prog, const HfConfig *c, int64_t S, const char *model, Diag *d)
+/* The io of a program of T rows (step: 1, prefill: N) against the model
+ * config: the static caches in (P = S; P = 0: no cache, decoder_model),
+ * the new rows out. */
+static int check_step(const cJSON *prog, const HfConfig *c, int64_t S, int64_t T, int64_t P, const char *model,
+                      Diag *d)
 {
-	int64_t one[2] = {1, 1}, m[2] = {1, S}, lg[3] = {1, 1, c->vocab};
-	int64_t past[4] = {1, c->kv_heads, S - 1, c->head_dim}, pres[4] = {1, c->kv_heads, S, c->head_dim};
+	int64_t one[2] = {1, T}, m[2] = {1, P + T}, hs[3] = {1, T, c->hidden};
+	int64_t past[4] = {1, c->kv_heads, S, c->head_dim}, pres[4] = {1, c->kv_heads, T, c->head_dim};
 	int rc = check_io(prog, "inputs", "input_ids", 2, one, model, d);
 	rc = rc ?: check_io(prog, "inputs", "position_ids", 2, one, model, d);
 	rc = rc ?: check_io(prog, "inputs", "attention_mask", 2, m, model, d);
-	rc = rc ?: check_io(prog, "outputs", "logits", 3, lg, model, d);
+	rc = rc ?: check_io(prog, "outputs", "hidden_states", 3, hs, model, d);
 	for (int64_t i = 0; rc == WL_OK && i < 2 * c->layers; i++) {
 		char nm[64];
 		snprintf(nm, sizeof nm, "past_key_values.%lld.%s", (long long)(i / 2), i % 2 ? "value" : "key");
-		rc = check_io(prog, "inputs", nm, 4, past, model, d);
+		if (P)
+			rc = check_io(prog, "inputs", nm, 4, past, model, d);
 		snprintf(nm, sizeof nm, "present.%lld.%s", (long long)(i / 2), i % 2 ? "value" : "key");
 		rc = rc ?: check_io(prog, "outputs", nm, 4, pres, model, d);
 	}
 	return rc;
 }
 
-/* model → DIR/name (a module directory), its entry appended to `programs`. */
+/* The lm_head program: hidden_states [1,1,D] → logits [1,1,V]. */
+static int check_head(const cJSON *prog, const HfConfig *c, const char *model, Diag *d)
+{
+	int64_t hs[3] = {1, 1, c->hidden}, lg[3] = {1, 1, c->vocab};
+	int rc = check_io(prog, "inputs", "hidden_states", 3, hs, model, d);
+	return rc ?: check_io(prog, "outputs", "logits", 3, lg, model, d);
+}
+
+/* A program of several rows must attend causally: torch.onnx traces Python
+ * conditions on shapes, and an export traced at one token (decoder_with_past)
+ * may have dropped the causal part of its mask (transformers 4.36's
+ * _prepare_4d_causal_attention_mask for q_len 1). Then every attention fuses
+ * with causal = 0 and the graph is wrong for T > 1 rows. */
+static bool causal_attention(const Module *m)
+{
+	int n = 0;
+	FOR_NODES(m->graph, x) {
+		if (x->op != OP_WlGroupQueryAttention)
+			continue;
+		if (!attr_int(x, "causal", 0))
+			return false;
+		n++;
+	}
+	return n > 0;
+}
+
+enum { PROGRAM_NOT_CAUSAL = 2 };
+
+/* model → DIR/name (a module directory), its entry appended to `programs`.
+ * With need_causal, a graph whose attentions are not causal is not written:
+ * PROGRAM_NOT_CAUSAL. */
 static int compile_program(const PipelineArgs *pa, const char *model, const DimBinding *dims, int nd,
-                           const char *name, const char *dir, cJSON *programs, Diag *d)
+                           const char *name, const char *dir, bool need_causal, cJSON *programs, Diag *d)
 {
 	Module *m = NULL;
 	if (model_read(model, &m, d) != WL_OK)
 		return WL_ERR;
-	return pipeline_compile_module(pa, m, model, dims, nd, name, dir, programs, d);
+	return pipeline_compile_module(pa, m, model, dims, nd, name, dir, need_causal, programs, d);
 }
 
 int pipeline_compile_module(const PipelineArgs *pa, Module *m, const char *model, const DimBinding *dims, int nd,
-                            const char *name, const char *dir, cJSON *programs, Diag *d)
+                            const char *name, const char *dir, bool need_causal, cJSON *programs, Diag *d)
 {
 	PipelineOptions pipe = *pa->pipe;
 	pipe.canon.dims = dims;
@@ -148,6 +192,10 @@ int pipeline_compile_module(const PipelineArgs *pa, Module *m, const char *model
 	to.model_path = model;
 	int rc = ir_verify(m, d);
 	rc = rc ?: pipeline_run(m, &pipe, d);
+	if (rc == WL_OK && need_causal && !causal_attention(m)) {
+		module_free(m);
+		return PROGRAM_NOT_CAUSAL;
+	}
 	rc = rc ?: mkdir_p(sub, d);
 	if (rc == WL_OK && pa->ref) {
 		char path[8192];
@@ -192,7 +240,7 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 	if (read_hf_config(pa->src, &c, &cfg, d) != WL_OK)
 		return WL_ERR;
 	int64_t S = pa->pipe->canon.max_seq ? pa->pipe->canon.max_seq : c.max_pos < 4096 ? c.max_pos : 4096;
-	char step[4096];
+	char step[4096], first[4096];
 	snprintf(step, sizeof step, "%s/decoder_with_past_model.onnx", pa->src);
 	struct stat st;
 	if (stat(step, &st) != 0) {
@@ -204,19 +252,51 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 	cJSON_AddStringToObject(model, "dir", pa->src);
 	cJSON_AddItemToObject(model, "config", cfg);
 	cJSON *llm = cJSON_AddObjectToObject(root, "llm");
-	int64_t vals[] = {c.layers, c.kv_heads, c.head_dim, c.vocab, S, c.bos, c.eos};
-	const char *keys[] = {"layers", "kv_heads", "head_dim", "vocab", "max_seq", "bos", "eos"};
-	for (int i = 0; i < 7; i++)
+	int64_t N = pa->prefill_rows ? pa->prefill_rows : S < 16 ? S : 16;
+	if (N > S)
+		return diag_fail(d, "--prefill-rows %lld exceeds --max-seq %lld", (long long)N, (long long)S);
+	int64_t vals[] = {c.layers, c.kv_heads, c.head_dim, c.vocab, S, c.bos, c.eos, N, c.hidden};
+	const char *keys[] = {"layers", "kv_heads", "head_dim", "vocab", "max_seq", "bos", "eos", "prefill_rows", "hidden"};
+	for (int i = 0; i < 9; i++)
 		cJSON_AddNumberToObject(llm, keys[i], (double)vals[i]);
 	cJSON *programs = cJSON_AddArrayToObject(root, "programs");
-	DimBinding dims[3] = {{"batch_size", 1}, {"sequence_length", 1}, {"past_sequence_length", S - 1}};
 	PipelineOptions pipe = *pa->pipe;
 	pipe.canon.max_seq = S;
+	pipe.fuse.static_kv_cache = true;
+	pipe.fuse.split_lm_head = "body";
 	PipelineArgs a = *pa;
 	a.pipe = &pipe;
-	if (compile_program(&a, step, dims, 3, "step", dir, programs, d) != WL_OK)
+	static const char *names[2] = {"prefill", "step"};
+	int64_t rows[2] = {N, 1};
+	bool chunks = true;        /* the prefill reads the cache: prompts of any length in chunks */
+	for (int i = 0; i < 2; i++) {
+		DimBinding dims[3] = {{"batch_size", 1}, {"sequence_length", rows[i]}, {"past_sequence_length", S}};
+		const char *src = step;
+		int rc = compile_program(&a, src, dims, 3, names[i], dir, rows[i] > 1, programs, d);
+		if (rc == PROGRAM_NOT_CAUSAL) {
+			/* decoder_model.onnx (no cache: the first N prompt rows; step does the rest) */
+			snprintf(first, sizeof first, "%s/decoder_model.onnx", pa->src);
+			if (stat(first, &st) != 0)
+				return diag_fail(d, "%s: the attention of decoder_with_past_model.onnx is not causal at "
+				                 "sequence_length %lld (traced at one token) and there is no decoder_model.onnx",
+				                 pa->src, (long long)N);
+			src = first;
+			chunks = false;
+			rc = compile_program(&a, src, dims, 2, names[i], dir, true, programs, d);
+			if (rc == PROGRAM_NOT_CAUSAL)
+				return diag_fail(d, "%s: no causal attention at sequence_length %lld (the prefill program)",
+				                 first, (long long)N);
+		}
+		if (rc != WL_OK || check_step(cJSON_GetArrayItem(programs, i), &c, S, rows[i], chunks || i ? S : 0, src,
+		                              d) != WL_OK)
+			return WL_ERR;
+	}
+	cJSON_AddBoolToObject(llm, "prefill_reads_cache", chunks);
+	pipe.fuse.split_lm_head = "head";
+	DimBinding dims[3] = {{"batch_size", 1}, {"sequence_length", 1}, {"past_sequence_length", S}};
+	if (compile_program(&a, step, dims, 3, "lm_head", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
-	return check_step(cJSON_GetArrayItem(programs, 0), &c, S, step, d);
+	return check_head(cJSON_GetArrayItem(programs, 2), &c, step, d);
 }
 
 /* The programs and pipeline.json of the pipeline into dir (which exists). */
@@ -417,7 +497,7 @@ static int calibrate(const PipelineArgs *pa, const char *dir, Diag *d)
 /* --tranges DIR: DIR/<program>.tranges read (checked) and written into dir. */
 static int copy_tranges(const PipelineArgs *pa, const char *dir, Diag *d)
 {
-	static const char *const programs[] = {"step"};
+	static const char *const programs[] = {"prefill", "step", "lm_head"};
 	for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
 		char src[4200], dst[4200];
 		snprintf(src, sizeof src, "%s/%s.tranges", pa->tranges_dir, programs[i]);

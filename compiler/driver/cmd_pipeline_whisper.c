@@ -200,16 +200,16 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 	                          {"past_decoder_sequence_length", S - 1}, {"encoder_sequence_length_out", c.ctx}};
 	Module *m;
 	if (mel_module(&c, &m, d) != WL_OK ||
-	    pipeline_compile_module(&amel, m, "<mel>", NULL, 0, "mel", dir, programs, d) != WL_OK)
+	    pipeline_compile_module(&amel, m, "<mel>", NULL, 0, "mel", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
 	if (model_read(enc, &m, d) != WL_OK ||
-	    pipeline_compile_module(&abase, m, enc, enc_dims, 2, "encoder", dir, programs, d) != WL_OK)
+	    pipeline_compile_module(&abase, m, enc, enc_dims, 2, "encoder", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
 	if (cross_kv_module(dec, &c, &m, d) != WL_OK ||
-	    pipeline_compile_module(&aref, m, dec, kv_dims, 4, "cross_kv", dir, programs, d) != WL_OK)
+	    pipeline_compile_module(&aref, m, dec, kv_dims, 4, "cross_kv", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
 	if (model_read(step, &m, d) != WL_OK ||
-	    pipeline_compile_module(&astep, m, step, step_dims, 4, "step", dir, programs, d) != WL_OK)
+	    pipeline_compile_module(&astep, m, step, step_dims, 4, "step", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
 	return WL_OK;
 }

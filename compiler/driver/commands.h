@@ -52,14 +52,17 @@ typedef struct PipelineArgs {
 	const char *calibrate;               /* qc-*: --calibrate PROMPTS.txt */
 	const char *tranges_dir;             /* qc-*: --tranges DIR (DIR/<program>.tranges) */
 	double calibrate_margin;             /* --calibrate-margin M (0: the default, 2) */
+	long prefill_rows;                   /* --prefill-rows (0: default) */
 } PipelineArgs;
 int cmd_compile_pipeline(const PipelineArgs *pa);
 /* cmd_pipeline.c: module m (freed here; `model` names it in messages) → the
  * module directory DIR/name, compiled as pa says with the dims bound, its
  * entry ({"name", "dir", "runner", inputs, outputs, op_counts}) appended to
- * `programs`. pa->ref: the fused graph for the reference executor. */
+ * `programs`. pa->ref: the fused graph for the reference executor.
+ * need_causal: PROGRAM_NOT_CAUSAL (nothing written) when the fused graph's
+ * attention is not causal over its rows. */
 int pipeline_compile_module(const PipelineArgs *pa, Module *m, const char *model, const DimBinding *dims, int nd,
-                            const char *name, const char *dir, struct cJSON *programs, Diag *d);
+                            const char *name, const char *dir, bool need_causal, struct cJSON *programs, Diag *d);
 /* cmd_pipeline_whisper.c: `--pipeline whisper` (programs mel, encoder,
  * cross_kv, step) into the temporary folder dir; fills root (pipeline.json
  * without "files"). */

@@ -189,6 +189,15 @@ void graph_add_output(Graph *g, Value *v)
 	VEC_PUSH(g->mod->arena, g->outputs, g->noutputs, g->cap_outputs, v);
 }
 
+void graph_remove_input(Graph *g, int idx)
+{
+	WL_ASSERT(idx >= 0 && idx < g->ninputs);
+	Value *v = g->inputs[idx];
+	memmove(&g->inputs[idx], &g->inputs[idx + 1], (size_t)(g->ninputs - idx - 1) * sizeof *g->inputs);
+	g->ninputs--;
+	v->is_input = false;
+}
+
 void graph_remove_output(Graph *g, int idx)
 {
 	WL_ASSERT(idx >= 0 && idx < g->noutputs);

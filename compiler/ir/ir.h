@@ -343,6 +343,7 @@ Value *graph_new_value(Graph *g, const char *hint);
 void graph_add_input(Graph *g, Value *v);
 void graph_add_output(Graph *g, Value *v);
 void graph_remove_output(Graph *g, int idx);
+void graph_remove_input(Graph *g, int idx);   /* the value stays, no longer an input */
 /* Makes v an initializer holding t (t->name is set to v->name). */
 void graph_set_init(Graph *g, Value *v, Tensor *t);
 void graph_remove_init(Graph *g, Value *v);

@@ -16,6 +16,9 @@
  *   out_i = sum_j p_j v_j (double accumulation), heads merged [B, T, H*hd].
  * Results do not depend on the thread count.
  *
+ * GroupQueryAttention static_cache = 1: the same computation (K/V laid out
+ * in shared scratch); the present outputs receive only the T new rows.
+ *
  * fp16 = 1 (set by the fp16-attention pass): q, k, v, past and the outputs
  * are rounded to binary16 (round to nearest even) on the way in and out, as
  * if those edges were float16 tensors.
@@ -223,7 +226,7 @@ enum { G_Q, G_K, G_V, G_COS, G_SIN, G_PK, G_PV, G_MASK, G_POS };
 
 typedef struct Gq {
 	int64_t heads, kv_heads, hd;
-	bool causal, rope, fp16;
+	bool causal, rope, fp16, static_cache;
 	float scale;
 } Gq;
 
@@ -235,10 +238,11 @@ static const RTensor *gin(const KCall *c, int i)
 int ref_gq_prepare(KCall *c, Diag *d)
 {
 	Gq *g = arena_alloc(c->arena, sizeof *g);
-	int64_t h, kvh, hd, causal, rope, fp16;
+	int64_t h, kvh, hd, causal, rope, fp16, st;
 	if (attr_get_int(c, d, "heads", 0, &h) || attr_get_int(c, d, "kv_heads", 0, &kvh) ||
 	    attr_get_int(c, d, "head_dim", 0, &hd) || attr_get_int(c, d, "causal", 0, &causal) ||
 	    attr_get_int(c, d, "rope", 0, &rope) || attr_get_int(c, d, "fp16", 0, &fp16) ||
+	    attr_get_int(c, d, "static_cache", 0, &st) ||
 	    attr_get_float(c, d, "scale", 0.0f, &g->scale))
 		return WL_ERR;
 	if (h <= 0 || kvh <= 0 || h % kvh || hd <= 0 || hd % 2)
@@ -250,6 +254,7 @@ int ref_gq_prepare(KCall *c, Diag *d)
 	g->causal = causal != 0;
 	g->rope = rope != 0;
 	g->fp16 = fp16 != 0;
+	g->static_cache = st != 0;
 	c->state = g;
 	return WL_OK;
 }
@@ -281,6 +286,8 @@ static int gq_shapes(const KCall *c, Diag *d, Core *a)
 			return kfail(c, d, "past_k/past_v must both be float [B,kv_heads,P,head_dim]");
 		a->P = pk->dims[2];
 	}
+	if (g->static_cache && (!pk || !m))
+		return kfail(c, d, "static_cache needs past_k, past_v and attention_mask");
 	a->L = a->P + a->S;
 	if (g->rope) {
 		const RTensor *cs = gin(c, G_COS), *sn = gin(c, G_SIN);
@@ -322,7 +329,8 @@ int ref_gq_infer(KCall *c, Diag *d)
 	if (gq_shapes(c, d, &a))
 		return WL_ERR;
 	set_out(c->out[0], DT_FLOAT, 3, c->in[0]->dims);
-	int64_t pd[4] = {a.B, a.Hkv, a.L, a.hd};
+	const Gq *g = c->state;
+	int64_t pd[4] = {a.B, a.Hkv, g->static_cache ? a.T : a.L, a.hd};
 	for (int i = 1; i < 3 && i < c->nout; i++)
 		if (c->out[i])
 			set_out(c->out[i], DT_FLOAT, 4, pd);
@@ -368,8 +376,9 @@ int ref_gq_run(KCall *c, Diag *d)
 	size_t kv = ALIGN64((size_t)(a.B * a.Hkv * a.L * a.hd) * 4);
 	size_t qb = ALIGN64((size_t)(a.B * a.T * a.H * a.hd) * 4);
 	char *sh = c->shared_base;
-	float *K = c->nout > 1 && c->out[1] ? c->out[1]->data : (float *)sh;
-	float *V = c->nout > 2 && c->out[2] ? c->out[2]->data : (float *)(sh + kv);
+	bool full = !g->static_cache;      /* present = the concatenation, else the new rows */
+	float *K = full && c->nout > 1 && c->out[1] ? c->out[1]->data : (float *)sh;
+	float *V = full && c->nout > 2 && c->out[2] ? c->out[2]->data : (float *)(sh + kv);
 	float *Q = (float *)(sh + 2 * kv), *Kn = (float *)(sh + 2 * kv + qb);
 	const float *q = c->in[G_Q]->data, *k = c->in[G_K]->data;
 	if (g->rope) {
@@ -384,6 +393,13 @@ int ref_gq_run(KCall *c, Diag *d)
 	}
 	fill_kv(K, gin(c, G_PK), Kn, false, a.B, a.Hkv, a.P, a.S, a.hd, a.fp16);
 	fill_kv(V, gin(c, G_PV), c->in[G_V]->data, false, a.B, a.Hkv, a.P, a.S, a.hd, a.fp16);
+	for (int i = 1; !full && i < 3 && i < c->nout; i++)
+		if (c->out[i]) {   /* the new rows [B, Hkv, T, hd], from the laid-out keys / values */
+			const float *src = i == 1 ? K : V;
+			float *dst = c->out[i]->data;
+			for (int64_t bh = 0; bh < a.B * a.Hkv; bh++)
+				memcpy(dst + bh * a.T * a.hd, src + (bh * a.L + a.P) * a.hd, (size_t)(a.T * a.hd) * sizeof(float));
+		}
 	a.q = Q;
 	a.k = K;
 	a.v = V;

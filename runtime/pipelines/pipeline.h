@@ -7,12 +7,14 @@
  *                reference executor on the fused model.onnx), "host"
  *                (libwlower_rt on module.so) or "qc" (a Chimera module on
  *                the emulator, one module_sim process for every run)
- *   llm.c        the LLM loop: KV-cached greedy decoding with one `step`
- *                program for every position
+ *   llm.c        the LLM loop: decoding against a static KV cache updated
+ *                in place, `prefill` for prompt chunks, one `step` program
+ *                for every position, `lm_head` on the last row
  *   whisper.c    the Whisper loop: 30 s windows → mel → encoder → cross_kv →
  *                KV-cached steps with OpenAI's decoding rules → segments
  *   whisper_audio.c      audio files (libsndfile) → 16 kHz mono (libsoxr)
  *   whisper_tokenizer.c  Whisper's tiktoken vocabulary: ids → text
+ *   tokenizer.c  Hugging Face tokenizer.json (tokenizer.h): text ↔ ids
  *
  * A pipeline directory (docs/FORMATS.md "Pipeline directories"):
  *   PIPE_DIR/pipeline.json
@@ -22,9 +24,15 @@
  *   "format": "wlower-pipeline", "version": 1, "kind": "llm", "target": "host",
  *   "wlower_version": "...", "model": {"dir": "...", "config": {...}},
  *   "llm": {"layers": L, "kv_heads": KV, "head_dim": hd, "vocab": V, "max_seq": S,
- *           "bos": 1, "eos": 2},
- *   "programs": [{"name": "step", "dir": "step", "runner": "ref" | "host" | "qc",
- *                 "inputs": [IO...], "outputs": [IO...], "op_counts": {...}}],
+ *           "bos": 1, "eos": 2, "prefill_rows": N},
+ *   "programs": [{"name": "prefill" | "step", "dir": "prefill" | "step",
+ *                 "runner": "ref" | "host" | "qc", "inputs": [IO...], "outputs": [IO...],
+ *                 "op_counts": {...}}, ...],
+ *     prefill: input_ids [1,N], position_ids [1,N], attention_mask [1,S+N],
+ *              past_key_values.i.key/value [1,KV,S,hd] (the static caches, read
+ *              in place) → hidden_states [1,N,D], present.i.key/value
+ *              [1,KV,N,hd] (the new rows only); step: the same with 1 for N;
+ *     lm_head: hidden_states [1,1,D] → logits [1,1,V].
  *   "files": [{"name": "step/manifest.json", "bytes": N, "sha256": "..."}, ...],
  *   "compile_ms": T
  * }
@@ -97,8 +105,10 @@ typedef struct LlmInfo {
 	int layers, kv_heads, head_dim, vocab, max_seq;
 	int64_t bos, eos;
 	const char *target;
+	int prefill_rows;          /* N: prompt rows per prefill run */
+	int hidden;                /* D: hidden_states width */
 } LlmInfo;
-/* Opens PIPE_DIR (pipeline_read with kind "llm", then the step program). */
+/* Opens PIPE_DIR (pipeline_read with kind "llm", then the step, prefill and lm_head programs). */
 int llm_open(const char *dir, int threads, Llm **out, Diag *d);
 void llm_close(Llm *l);
 const LlmInfo *llm_info(const Llm *l);
@@ -108,10 +118,11 @@ Program *llm_program(const Llm *l, int i, const char **name);
 
 typedef struct LlmReport {
 	int prompt_tokens, generated;
-	double prompt_ms;                  /* wall time of the steps that read prompt ids (np) */
-	double gen_ms;                     /* ... that read generated ids (generated - 1) */
-	double *step_ms;                   /* per position (malloc'ed, prompt + generated) */
-	int nsteps;
+	int prefill_runs;                  /* program runs for the prompt (chunks of N rows) */
+	double prompt_ms;                  /* wall time of the prompt's runs (np ids) */
+	double gen_ms;                     /* ... of the steps that read generated ids (generated - 1) */
+	double *step_ms;                   /* per step (malloc'ed): step k is at position step_pos0 + k */
+	int nsteps, step_pos0;
 } LlmReport;
 /* Called with each generated id as it is produced, with the logits that
  * chose it (a view, valid during the call). Returns WL_OK or WL_ERR (stops). */

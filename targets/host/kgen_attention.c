@@ -27,6 +27,14 @@
  *     end O / l is stored (rounded when fp16) to out[b, t, h*hd ...].
  *
  * Scratch: Kt, Vp and bias (O(L·hd) per KV head), never O(T·L).
+ *
+ * GroupQueryAttention static_cache = 1 (the LLM pipeline's step and
+ * prefill): past_k/past_v are the static caches of P = max_seq rows. Before
+ * the phases, nv = 1 + the last cache row with attention_mask 1 is found
+ * (run time); pack copies only cache rows < nv and puts the T new rows right
+ * after them (packed key j < nv: cache row j; nv + t: new row t, mask entry
+ * P + t), so packing and attending cost O(nv) — the keys in use — not
+ * O(max_seq); the present outputs get the T new rows only.
  */
 #include <math.h>
 #include <float.h>
@@ -37,7 +45,7 @@
 
 typedef struct Attn {
 	int64_t B, T, H, Hkv, hd, P, S, L;
-	bool causal, fp16, bhsd, rope;
+	bool causal, fp16, bhsd, rope, stat;
 	float scale;
 	/* argument slots (-1 = absent) */
 	int a_q, a_k, a_v, a_pk, a_pv, a_cos, a_sin, a_mask, a_pos, a_out, a_prk, a_prv, a_scr;
@@ -175,6 +183,7 @@ static int gqa_parse(HostGen *g, const Node *n, Attn *a, Diag *d)
 	a->causal = attr_int(n, "causal", 0) != 0;
 	a->rope = attr_int(n, "rope", 0) != 0;
 	a->fp16 = attr_int(n, "fp16", 0) != 0;
+	a->stat = attr_int(n, "static_cache", 0) != 0;
 	a->scale = attr_float(n, "scale", 0.0f);
 	int rq = dims_of(g, n, G_Q, qd, d);
 	if (rq < 0)
@@ -236,6 +245,8 @@ static int gqa_parse(HostGen *g, const Node *n, Attn *a, Diag *d)
 			return nfail(n, d, mv->name, "attention_mask must be [B, P+T] int64/int32");
 		a->a_mask = G_MASK;
 	}
+	if (a->stat && (a->a_pk < 0 || a->a_mask < 0))
+		return nfail(n, d, "", "static_cache needs past_k, past_v and attention_mask");
 	a->a_out = n->ninputs;
 	a->a_prk = present_out(n, 1) ? n->ninputs + 1 : -1;
 	a->a_prv = present_out(n, 2) ? n->ninputs + 2 : -1;
@@ -334,7 +345,24 @@ static LLVMValueRef byte_off(HostGen *g, LLVMValueRef p, uint64_t off)
 
 /* ---------------------------------------------------------------- phase 1: pack */
 
-enum { C_Q, C_K, C_V, C_PK, C_PV, C_COS, C_SIN, C_MASK, C_POS, C_OUT, C_PRK, C_PRV, C_KT, C_VP, C_BIAS, C_N };
+enum { C_Q, C_K, C_V, C_PK, C_PV, C_COS, C_SIN, C_MASK, C_POS, C_OUT, C_PRK, C_PRV, C_KT, C_VP, C_BIAS, C_NV, C_N };
+
+/* Cache rows in use (i64): the constant P, or with static_cache the run-time
+ * count computed before the parallel phases (captured as C_NV). */
+static LLVMValueRef nvalid(HostGen *g, const Attn *a, LLVMValueRef *c)
+{
+	return a->stat ? c[C_NV] : ci(g, a->P);
+}
+
+/* The end of the packed keys, a multiple of Bc: Lp, or with static_cache
+ * nv + S rounded up to Bc. */
+static LLVMValueRef packed_end(HostGen *g, const Attn *a, LLVMValueRef nv)
+{
+	if (!a->stat)
+		return ci(g, a->Lp);
+	LLVMValueRef e = add(g, nv, ci(g, a->S + a->Bc - 1));
+	return mul(g, LLVMBuildSDiv(g->b, e, ci(g, a->Bc), ""), ci(g, a->Bc));
+}
 
 static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef *caps)
 {
@@ -347,20 +375,22 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 	LLVMValueRef kh = LLVMBuildSRem(g->b, task, ci(g, a->Hkv), "kh");
 	LLVMValueRef kt = hg_gepf(g, c[C_KT], mul(g, task, ci(g, a->hd * a->Lp)));
 	LLVMValueRef vp = hg_gepf(g, c[C_VP], mul(g, task, ci(g, a->Lp * a->hdp)));
-	LLVMValueRef prk = a->a_prk >= 0 ? hg_gepf(g, c[C_PRK], mul(g, task, ci(g, a->L * a->hd))) : NULL;
-	LLVMValueRef prv = a->a_prv >= 0 ? hg_gepf(g, c[C_PRV], mul(g, task, ci(g, a->L * a->hd))) : NULL;
+	int64_t prows = a->stat ? a->S : a->L;   /* rows of a present output */
+	LLVMValueRef prk = a->a_prk >= 0 ? hg_gepf(g, c[C_PRK], mul(g, task, ci(g, prows * a->hd))) : NULL;
+	LLVMValueRef prv = a->a_prv >= 0 ? hg_gepf(g, c[C_PRV], mul(g, task, ci(g, prows * a->hd))) : NULL;
 	LLVMValueRef zero = hg_f32(g, 0.0f);
+	LLVMValueRef nv = nvalid(g, a, c), pend = packed_end(g, a, nv);
 
 	/* one row j of K and V from ksrc/vsrc */
-#define STORE_ROW(J, KVAL_EXPR, VVAL_EXPR)                                                       \
+#define STORE_ROW(J, PJ, KVAL_EXPR, VVAL_EXPR)                                                   \
 	do {                                                                                       \
 		HgLoop le;                                                                         \
 		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "e");            \
 		LLVMValueRef kval = (KVAL_EXPR), vval = (VVAL_EXPR);                               \
-		if (prk)                                                                           \
-			hg_store(g, kval, prk, add(g, mul(g, (J), ci(g, a->hd)), e));              \
-		if (prv)                                                                           \
-			hg_store(g, vval, prv, add(g, mul(g, (J), ci(g, a->hd)), e));              \
+		if (prk && (PJ))                                                                   \
+			hg_store(g, kval, prk, add(g, mul(g, (PJ), ci(g, a->hd)), e));             \
+		if (prv && (PJ))                                                                   \
+			hg_store(g, vval, prv, add(g, mul(g, (PJ), ci(g, a->hd)), e));             \
 		hg_store(g, kval, kt, add(g, mul(g, e, ci(g, a->Lp)), (J)));                       \
 		hg_store(g, vval, vp, add(g, mul(g, (J), ci(g, a->hdp)), e));                      \
 		hg_loop_end(g, &le);                                                               \
@@ -370,10 +400,10 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 
 	if (a->P > 0) {
 		HgLoop lj;
-		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), ci(g, a->P), 1, "jp");
+		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), nv, 1, "jp");
 		LLVMValueRef off = mul(g, add(g, mul(g, task, ci(g, a->P)), j), ci(g, a->hd));
 		LLVMValueRef ks = hg_gepf(g, c[C_PK], off), vs = hg_gepf(g, c[C_PV], off);
-		STORE_ROW(j, r16(g, hg_load(g, g->t_f32, ks, e), a->fp16), r16(g, hg_load(g, g->t_f32, vs, e), a->fp16));
+		STORE_ROW(j, a->stat ? NULL : j, r16(g, hg_load(g, g->t_f32, ks, e), a->fp16), r16(g, hg_load(g, g->t_f32, vs, e), a->fp16));
 		hg_loop_end(g, &lj);
 	}
 	{
@@ -386,15 +416,15 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 			off = add(g, mul(g, add(g, mul(g, b, ci(g, a->S)), s), ci(g, a->Hkv * a->hd)), mul(g, kh, ci(g, a->hd)));
 		LLVMValueRef ks = hg_gepf(g, c[C_K], off), vs = hg_gepf(g, c[C_V], off);
 		LLVMValueRef crow = a->rope ? rope_row(g, a, c[C_POS], b, s) : NULL;
-		LLVMValueRef j = add(g, s, ci(g, a->P));
-		STORE_ROW(j, r16(g, row_elem(g, a, ks, e, a->rope, c[C_COS], c[C_SIN], crow), a->fp16),
+		LLVMValueRef j = add(g, s, nv);
+		STORE_ROW(j, a->stat ? s : j, r16(g, row_elem(g, a, ks, e, a->rope, c[C_COS], c[C_SIN], crow), a->fp16),
 		          r16(g, hg_load(g, g->t_f32, vs, e), a->fp16));
 		hg_loop_end(g, &ls);
 	}
 #undef STORE_ROW
-	if (a->Lp > a->L) {
+	if (a->Lp > a->L || a->stat) {
 		HgLoop lj;
-		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, a->L), ci(g, a->Lp), 1, "jz");
+		LLVMValueRef j = hg_loop_begin(g, &lj, add(g, nv, ci(g, a->S)), pend, 1, "jz");
 		HgLoop le;
 		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "ez");
 		hg_store(g, zero, kt, add(g, mul(g, e, ci(g, a->Lp)), j));
@@ -411,11 +441,14 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 	{
 		LLVMValueRef brow = hg_gepf(g, c[C_BIAS], mul(g, b, ci(g, a->Lp)));
 		HgLoop lj;
-		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), ci(g, a->Lp), 1, "jb");
-		LLVMValueRef inside = LLVMBuildICmp(g->b, LLVMIntSLT, j, ci(g, a->L), "");
+		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), pend, 1, "jb");
+		LLVMValueRef inside = LLVMBuildICmp(g->b, LLVMIntSLT, j, add(g, nv, ci(g, a->S)), "");
 		LLVMValueRef v = zero;
 		if (a->a_mask >= 0) {
-			LLVMValueRef jc = LLVMBuildSelect(g->b, inside, j, ci(g, 0), "");
+			/* packed key j: cache row j (j < nv), else new row j - nv = mask entry P + j - nv */
+			LLVMValueRef jm = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, j, nv, ""), j,
+			                                  add(g, j, LLVMBuildSub(g->b, ci(g, a->P), nv, "")), "");
+			LLVMValueRef jc = LLVMBuildSelect(g->b, inside, jm, ci(g, 0), "");
 			LLVMValueRef mval = load_int(g, a->mask_dt, c[C_MASK], add(g, mul(g, b, ci(g, a->L)), jc));
 			LLVMValueRef off = LLVMBuildICmp(g->b, LLVMIntNE, mval, ci(g, 1), "");
 			v = LLVMBuildSelect(g->b, off, hg_f32(g, -3.4028234663852886e38f), zero, "");
@@ -458,6 +491,7 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	LLVMValueRef vp = hg_gepf(g, c[C_VP], mul(g, kvt, ci(g, a->Lp * a->hdp)));
 	LLVMValueRef brow = hg_gepf(g, c[C_BIAS], mul(g, b, ci(g, a->Lp)));
 	LLVMValueRef t0 = mul(g, qb, ci(g, Br));
+	LLVMValueRef nv = nvalid(g, a, c);
 
 	/* query tile: scale · q (rounded, rotated), zero rows past T; O = 0 */
 	for (int64_t i = 0; i < Br; i++) {
@@ -478,13 +512,13 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	}
 
 	/* key blocks [0, kv_end) */
-	LLVMValueRef kv_end = ci(g, a->Lp);
+	LLVMValueRef pend = packed_end(g, a, nv), kv_end = pend;
 	if (a->causal) {
-		/* last visible key of the block's last row: P + t0 + Br − 1 */
-		LLVMValueRef e = add(g, t0, ci(g, a->P + Br + Bc - 1));
+		/* last visible key of the block's last row: nv + t0 + Br − 1 */
+		LLVMValueRef e = add(g, add(g, t0, nv), ci(g, Br + Bc - 1));
 		e = mul(g, LLVMBuildSDiv(g->b, e, ci(g, Bc), ""), ci(g, Bc));
-		LLVMValueRef gt = LLVMBuildICmp(g->b, LLVMIntSGT, e, ci(g, a->Lp), "");
-		kv_end = LLVMBuildSelect(g->b, gt, ci(g, a->Lp), e, "kv_end");
+		LLVMValueRef gt = LLVMBuildICmp(g->b, LLVMIntSGT, e, pend, "");
+		kv_end = LLVMBuildSelect(g->b, gt, pend, e, "kv_end");
 	}
 	HgLoop lj;
 	LLVMValueRef j0 = hg_loop_begin(g, &lj, ci(g, 0), kv_end, Bc, "j0");
@@ -532,7 +566,7 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		for (int64_t cc = 0; cc < NC; cc++) {
 			s[cc] = LLVMBuildFAdd(g->b, acc[i][cc], bias[cc], "s");
 			if (a->causal) {
-				LLVMValueRef lim = LLVMBuildTrunc(g->b, add(g, t0, ci(g, a->P + i)), g->t_i32, "");
+				LLVMValueRef lim = LLVMBuildTrunc(g->b, add(g, add(g, t0, nv), ci(g, i)), g->t_i32, "");
 				LLVMValueRef over = LLVMBuildICmp(g->b, LLVMIntSGT, jv[cc], hg_vsplat(g, lim), "");
 				s[cc] = LLVMBuildSelect(g->b, over, hg_vconst(g, -INFINITY), s[cc], "");
 			}
@@ -603,6 +637,29 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	hg_par_end(g, &par);
 }
 
+/* static_cache: the cache rows in use, nv = 1 + the last j < P with
+ * attention_mask[b, j] == 1 over the batches (0 when none). Keys past nv are
+ * masked: leaving them out changes nothing but the case the op leaves open
+ * (a query whose visible keys are all masked). */
+static LLVMValueRef emit_nvalid(HostGen *g, const Attn *a, LLVMValueRef mask)
+{
+	HgLoop lb;
+	LLVMValueRef b = hg_loop_begin(g, &lb, ci(g, 0), ci(g, a->B), 1, "nvb");
+	LLVMValueRef acc = hg_loop_carry(g, &lb, ci(g, 0));
+	HgLoop lj;
+	LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), ci(g, a->P), 1, "nvj");
+	LLVMValueRef cur = hg_loop_carry(g, &lj, acc);
+	LLVMValueRef m = load_int(g, a->mask_dt, mask, add(g, mul(g, b, ci(g, a->L)), j));
+	LLVMValueRef on = LLVMBuildICmp(g->b, LLVMIntEQ, m, ci(g, 1), "");
+	LLVMValueRef j1 = add(g, j, ci(g, 1));
+	LLVMValueRef more = LLVMBuildAnd(g->b, on, LLVMBuildICmp(g->b, LLVMIntSGT, j1, cur, ""), "");
+	hg_loop_next(g, &lj, cur, LLVMBuildSelect(g->b, more, j1, cur, ""));
+	hg_loop_end(g, &lj);
+	hg_loop_next(g, &lb, acc, cur);
+	hg_loop_end(g, &lb);
+	return acc;
+}
+
 static int emit_attn(HostGen *g, const Attn *a, LLVMValueRef fn)
 {
 	LLVMValueRef api = hg_api(g, fn);
@@ -623,8 +680,11 @@ static int emit_attn(HostGen *g, const Attn *a, LLVMValueRef fn)
 	caps[C_KT] = byte_off(g, scr, a->off_kt);
 	caps[C_VP] = byte_off(g, scr, a->off_vp);
 	caps[C_BIAS] = byte_off(g, scr, a->off_bias);
+	caps[C_NV] = ci(g, a->P);
 	if (a->B * a->T * a->H == 0)
 		return WL_OK;
+	if (a->stat)
+		caps[C_NV] = emit_nvalid(g, a, caps[C_MASK]);
 	emit_pack(g, a, api, caps);
 	emit_attend(g, a, api, caps);
 	return WL_OK;

@@ -5,16 +5,26 @@
 
 1. examples/models/llama2c.py converts ../shared/data/llama2c/stories260K.bin into an Optimum
    export (symbolic dims, RoPE computed at run time).
-2. `wlower EXPORT --pipeline llm --target T --max-seq 128 -o PIPE` for each target; the step
-   program must hold one GroupQueryAttention per layer (5).
+2. `wlower EXPORT --pipeline llm --target T --max-seq 128 -o PIPE` for each target; the prefill
+   and step programs must each hold one GroupQueryAttention per layer (5), reading the static
+   cache in place (presents [1,4,T,8]: the new rows), and end at hidden_states; lm_head is the
+   final RMSNorm and projection alone.
 3. `wlower generate --pipeline PIPE --prompt-ids 1 --max-new-tokens 64` must print exactly the
    64 ids of llama2.c's own run.c (tests/oracle/stories260K_greedy.json, recorded from run.c and
-   checked against an independent float64 forward pass by the llama2c test); --json too.
+   checked against an independent float64 forward pass by the llama2c test); --json too. With
+   run.c's first 36 ids as the prompt after BOS (37 ids), the 28 ids generated must be run.c's
+   ids 36..63 (greedy continues its own output). The converter's default mask is transformers'
+   expanded form, whose decoder_with_past (traced at one token) has no causal part: the prefill
+   is then decoder_model, 16 rows, and 21 steps follow (pipeline.json prefill_reads_cache
+   false; else chunks of 16, 16 and 5 rows).
 4. Seeded Qwen2/Llama-shaped causal LMs (examples/models/hf_llama.py: 2 layers, GQA 4/2 heads;
    RoPE at run time or from a table; the expanded, additive and Where mask forms; float and
    4-bit from `wlower quantize`): `wlower generate --prompt-ids 1,5,9 --max-new-tokens 16` equal
    to the oracle's own loop (tests/oracle/ort_generate.js: ONNX Runtime on the same export,
-   prompt in one run, cache grown by concatenation), per-step logits PSNR >= 100 dB.
+   prompt in one run, cache grown by concatenation), per-step logits PSNR >= 100 dB; float
+   variants also with a 21-id prompt (prefill chunks of 16 and 5 rows; with the expanded mask,
+   whose decoder_with_past is traced without a causal part, the prefill is decoder_model and
+   the 5 rows after it go through step).
 5. --model EXPORT --target ref: compiled into $WLOWER_CACHE on first use, reused after.
 6. Sampling (--temperature 0.8 --top-k 40 --top-p 0.9 --seed S): the same ids for one seed on
    one target, run after run, others for another seed. (Across targets the ids agree only as
@@ -60,6 +70,7 @@ def one_line_error(r, code, needle):
     return ok, "exit %d, stderr %r" % (r.returncode, r.stderr.strip()[-300:])
 
 
+LONG = ",".join(str((7 * i + 3) % 500) for i in range(21))   # 21 ids: prefill chunks of 16 and 5
 SEEDED = [  # (name, hf_llama.py arguments, 4-bit too)
     ("qwen2-runtime-expanded", ["--arch", "qwen2", "--rope", "runtime", "--mask", "expanded"], True),
     ("qwen2-cache-additive", ["--arch", "qwen2", "--rope", "cache", "--mask", "additive"], False),
@@ -91,33 +102,37 @@ def seeded(W, work, targets, t):
             if ok:
                 variants.append((name + "-nbits", q))
         for label, d in variants:
-            ort_dir = os.path.join(work, label + "-ort-logits")
-            shutil.rmtree(ort_dir, ignore_errors=True)
-            r = run(["node", os.path.join(HERE, "ort_generate.js"), d, "--prompt-ids", prompt, "--max-new-tokens",
-                     str(n), "--threads", "2", "--logits-dir", ort_dir])
-            if r.returncode:
-                t.check(label + ": ONNX Runtime loop", False, r.stderr.strip()[-300:])
-                continue
-            want = r.stdout.strip()
+            pipes = {}
             for target in targets:
                 pipe = os.path.join(work, "pipe-%s-%s" % (label, target))
                 shutil.rmtree(pipe, ignore_errors=True)
                 r = run([W, d, "--pipeline", "llm", "--target", target, "--max-seq", "64", "-o", pipe])
+                t.check("%s/%s: compile" % (label, target), r.returncode == 0, r.stderr.strip()[-300:])
+                if r.returncode == 0:
+                    pipes[target] = pipe
+            prompts = [("", prompt, n)] + ([] if label.endswith("-nbits") else [("-long", LONG, 8)])
+            for tag, ids, count in prompts:
+                ort_dir = os.path.join(work, label + tag + "-ort-logits")
+                shutil.rmtree(ort_dir, ignore_errors=True)
+                r = run(["node", os.path.join(HERE, "ort_generate.js"), d, "--prompt-ids", ids,
+                         "--max-new-tokens", str(count), "--threads", "2", "--logits-dir", ort_dir])
                 if r.returncode:
-                    t.check("%s/%s: compile" % (label, target), False, r.stderr.strip()[-300:])
+                    t.check(label + tag + ": ONNX Runtime loop", False, r.stderr.strip()[-300:])
                     continue
-                lg = os.path.join(work, "%s-%s-logits" % (label, target))
-                shutil.rmtree(lg, ignore_errors=True)
-                r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", prompt, "--max-new-tokens", str(n),
-                         "--ignore-eos", "--threads", "2", "--dump-logits", lg])
-                same = r.returncode == 0 and r.stdout.strip() == want
-                t.check("%s/%s: ids equal the ONNX Runtime loop" % (label, target), same,
-                        "" if same else "got %s want %s %s" % (r.stdout.strip(), want, r.stderr.strip()[-200:]))
-                r = run([PY, os.path.join(HERE, "compare.py"), ort_dir, lg, "--psnr", "100"])
-                worst = min((l for l in r.stdout.splitlines() if "psnr=" in l),
-                            key=lambda l: float(l.split("psnr=")[1].split()[0]), default="")
-                t.check("%s/%s: per-step logits >= 100 dB" % (label, target), r.returncode == 0,
-                        "worst " + worst.strip())
+                want = r.stdout.strip()
+                for target, pipe in pipes.items():
+                    lg = os.path.join(work, "%s%s-%s-logits" % (label, tag, target))
+                    shutil.rmtree(lg, ignore_errors=True)
+                    r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", ids, "--max-new-tokens", str(count),
+                             "--ignore-eos", "--threads", "2", "--dump-logits", lg])
+                    same = r.returncode == 0 and r.stdout.strip() == want
+                    t.check("%s%s/%s: ids equal the ONNX Runtime loop" % (label, tag, target), same,
+                            "" if same else "got %s want %s %s" % (r.stdout.strip(), want, r.stderr.strip()[-200:]))
+                    r = run([PY, os.path.join(HERE, "compare.py"), ort_dir, lg, "--psnr", "100"])
+                    worst = min((l for l in r.stdout.splitlines() if "psnr=" in l),
+                                key=lambda l: float(l.split("psnr=")[1].split()[0]), default="")
+                    t.check("%s%s/%s: per-step logits >= 100 dB" % (label, tag, target), r.returncode == 0,
+                            "worst " + worst.strip())
 
 
 def main():
@@ -149,9 +164,23 @@ def main():
             continue
         pipes[target] = pipe
         pj = json.load(open(os.path.join(pipe, "pipeline.json")))
-        ops = pj["programs"][0]["op_counts"]
-        t.check("step: 5 GroupQueryAttention", ops.get("ai.wlower.GroupQueryAttention") == 5,
-                json.dumps(ops))
+        for prog in pj["programs"]:
+            ops, rows = prog["op_counts"], {"prefill": 16, "step": 1}.get(prog["name"])
+            outs = {o["name"]: o["shape"] for o in prog["outputs"]}
+            pres = [s for n, s in outs.items() if n.startswith("present.")]
+            if rows is None:    # lm_head: the final norm and projection only
+                t.check("lm_head: hidden_states [1,1,64] -> logits [1,1,512], RMSNorm + MatMulNBits",
+                        ops == {"ai.wlower.RMSNorm": 1, "ai.wlower.MatMulNBits": 1} and
+                        outs == {"logits": [1, 1, 512]} and
+                        [(i["name"], i["shape"]) for i in prog["inputs"]] == [("hidden_states", [1, 1, 64])],
+                        json.dumps(ops) + " " + str(outs))
+                continue
+            t.check("%s: 5 GroupQueryAttention, presents = the %s new rows, hidden_states out" % (prog["name"], rows),
+                    ops.get("ai.wlower.GroupQueryAttention") == 5 and len(pres) == 10 and
+                    all(s == [1, 4, rows, 8] for s in pres) and outs.get("hidden_states") == [1, rows, 64] and
+                    "logits" not in outs, json.dumps(ops) + " " + str(outs))
+        t.check("programs prefill, step and lm_head",
+                sorted(p["name"] for p in pj["programs"]) == ["lm_head", "prefill", "step"])
         js = os.path.join(work, "gen-%s.json" % target)
         r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", "1", "--max-new-tokens", "64",
                  "--threads", "2", "--json", js])
@@ -163,6 +192,15 @@ def main():
         t.check("64 greedy ids equal llama2.c run.c's", got == want, detail)
         ok = os.path.exists(js) and json.load(open(js))["ids"] == want
         t.check("--json ids", ok)
+        r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", ",".join(map(str, [1] + want[:36])),
+                 "--max-new-tokens", "28", "--threads", "2", "--json", js])
+        rep = json.load(open(js))["report"] if r.returncode == 0 else {}
+        runs = 3 if pj["llm"]["prefill_reads_cache"] else 1 + 21
+        t.check("prompt of 37 ids (%d runs): the next 28 ids are run.c's ids 36..63" % runs,
+                r.returncode == 0 and r.stdout.strip() == ",".join(map(str, want[36:])) and
+                rep.get("prefill_runs") == runs, "%s runs %s %s" % (r.stdout.strip(), rep.get("prefill_runs"),
+                                                                   r.stderr.strip()[-300:]))
+        t.check("report: peak memory", rep.get("peak_memory_mib", 0) > 0, str(rep.get("peak_memory_mib")))
     if not pipes:
         print("llm-pipeline: %d passed, %d failed" % (t.passed, len(t.failed)))
         return 1

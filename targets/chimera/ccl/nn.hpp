@@ -417,7 +417,7 @@ void whisperAttention(ccl::Ctx &c, const void *q, const void *k, const void *v, 
 
 template <int B, int T, int P, int H, int HKV, int HD, int CAUSAL, int ROPE, int POS, int MASK, int FQ, int QQ,
           int FK, int QK, int FV, int QV, int FCS, int QCS, int FPK, int QPK, int FPV, int QPV, int FO, int FPKO,
-          int FPVO, long long SCALE30>
+          int FPVO, long long SCALE30, int STATIC = 0>
 void gqa(ccl::Ctx &c, const void *q, const void *k, const void *v, const void *cos, const void *sin,
          const void *past_k, const void *past_v, const void *mask, const void *pos_ids, void *out, void *present_k,
          void *present_v, void *scratch, const ccl::IndexSite &pos_site)
@@ -494,10 +494,14 @@ void gqa(ccl::Ctx &c, const void *q, const void *k, const void *v, const void *c
 						Kw[dst] = ldq<FPK>(past_k, src, kQ);
 						Vw[dst] = ldq<FPV>(past_v, src, vQ);
 					}
+					/* STATIC (static_cache): the presents are the T new rows only */
+					if (STATIC && l < P)
+						continue;
+					size_t pdst = STATIC ? (((size_t)b * HKV + h) * T + (l - P)) * HD + e : dst;
 					if (present_k)
-						stq<FPKO>(present_k, dst, Kw[dst], kQ);
+						stq<FPKO>(present_k, pdst, Kw[dst], kQ);
 					if (present_v)
-						stq<FPVO>(present_v, dst, Vw[dst], vQ);
+						stq<FPVO>(present_v, pdst, Vw[dst], vQ);
 				}
 	std::vector<uint8_t> mk;
 	if (MASK) {

@@ -4,7 +4,7 @@
  *     inputs and present K/V outputs, kv_layout bsd or bhsd)
  *   GroupQueryAttention → nn::gqa (RoPE with cos/sin as constant Q30 "table"
  *     blobs or activations, past K/V, present K/V, int64/int32 attention
- *     mask and position ids)
+ *     mask and position ids; static_cache: presents = the new rows, STATIC)
  * MACs B·H·T·S·hd·2 (S: keys, past included); ALU ops B·H·T·S·3 plus
  * B·T·D (whisper) or B·T·H·hd·(1 + 2·rope) (gqa); scratch: q, k, v in int32.
  */
@@ -213,10 +213,11 @@ int ck_gqa_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *f, Dia
 	if (attn_fmt(n, 5, &t, d))
 		return WL_ERR;
 	fprintf(f, "%s<%lld, %lld, %lld, %lld, %lld, %lld, %d, %d, %d, %d, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-	        "%lldLL>(c, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, ", op->cpp,
+	        "%lldLL, %d>(c, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, ", op->cpp,
 	        (long long)g.B, (long long)g.T, (long long)g.P, (long long)g.H, (long long)g.Hkv, (long long)g.hd,
 	        g.causal, g.rope, g.pos, g.mask, t.q, t.k, t.v, cs, t.pk, t.pv, t.o, t.ok, t.ov,
-	        llround(g.scale * ldexp(1.0, 30)), a->in[0], a->in[1], a->in[2], cosa, sina, opt_in(n, a, 5),
+	        llround(g.scale * ldexp(1.0, 30)), (int)(attr_int(n, "static_cache", 0) != 0), a->in[0], a->in[1],
+	        a->in[2], cosa, sina, opt_in(n, a, 5),
 	        opt_in(n, a, 6), ck_arg(g.mask ? a->in[7] : NULL), ck_arg(g.pos ? a->in[8] : NULL), a->out[0],
 	        opt_out(n, a, 1), opt_out(n, a, 2), ck_arg(a->scratch));
 	/* position_ids index the cos/sin rows: [0, rows) or the run ends (ck_index_site) */
