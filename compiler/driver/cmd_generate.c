@@ -374,8 +374,10 @@ struct SimTotals {
 	SimProg prog[8];
 };
 
-/* After the first repetition: what the programs cost on the device. */
-static void sim_totals(Llm *l, int nsteps, SimTotals *t)
+/* After the first repetition: what the programs cost on the device. A
+ * generated token costs one step run and one lm_head run (the prefill's
+ * runs are the prompt's). */
+static void sim_totals(Llm *l, SimTotals *t)
 {
 	memset(t, 0, sizeof *t);
 	double cycles = 0;
@@ -389,7 +391,8 @@ static void sim_totals(Llm *l, int nsteps, SimTotals *t)
 		sp->cycles_per_run = st->cycles_per_run;
 		sp->runs = st->runs;
 		sp->first_kernel = st->first_saturated_kernel;
-		cycles += (double)st->cycles_per_run * st->runs;
+		if (strcmp(sp->name, "prefill") != 0)
+			cycles += (double)st->cycles_per_run;
 		sp->sat_runs = cJSON_CreateArray();
 		for (int r = 0; st->saturated && r < st->runs; r++) {
 			sp->saturated += st->saturated[r];
@@ -402,7 +405,7 @@ static void sim_totals(Llm *l, int nsteps, SimTotals *t)
 			cJSON_AddItemToArray(sp->sat_runs, e);
 		}
 	}
-	t->cycles_per_token = nsteps ? cycles / nsteps : 0;
+	t->cycles_per_token = cycles;
 }
 
 /* The simulated part of the report on stderr, and into the JSON report. */
@@ -487,7 +490,7 @@ static int generate(const GenArgs *a, const int64_t *prompt, int np)
 		else if (r > 0 && (n != nid))
 			rc = cmd_error(CMD, &(Diag){.msg = "the ids differ between repetitions (non-deterministic run)"});
 		if (rc == 0 && r == 0)
-			sim_totals(l, reps[0].nsteps, &sim);
+			sim_totals(l, &sim);
 		nid = n;
 	}
 	if (rc == 0) {

@@ -186,15 +186,21 @@ int pipeline_compile_module(const PipelineArgs *pa, Module *m, const char *model
 	snprintf(sub, sizeof sub, "%s/%s", dir, name);
 	bool qc = !pa->ref && pa->to->kind != TARGET_HOST;
 	snprintf(tr, sizeof tr, "%s/%s.tranges", dir, name);
-	if (qc)
-		pipe.numerics.tranges_path = tr;
 	TargetOptions to = *pa->to;
 	to.model_path = model;
+	/* The fusion first (assign-fracbits, the last pass, does nothing without
+	 * ranges): whether the attention is causal decides which graph this
+	 * program is, and so which ranges it needs. */
 	int rc = ir_verify(m, d);
 	rc = rc ?: pipeline_run(m, &pipe, d);
 	if (rc == WL_OK && need_causal && !causal_attention(m)) {
 		module_free(m);
 		return PROGRAM_NOT_CAUSAL;
+	}
+	if (rc == WL_OK && qc) {
+		PipelineOptions nb = {.passes = "assign-fracbits", .numerics = pipe.numerics};
+		nb.numerics.tranges_path = tr;
+		rc = pipeline_run(m, &nb, d);
 	}
 	rc = rc ?: mkdir_p(sub, d);
 	if (rc == WL_OK && pa->ref) {

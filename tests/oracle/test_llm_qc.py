@@ -81,15 +81,22 @@ def stories(W, work, env, t):
     if r.returncode:
         return None
     pj = json.load(open(os.path.join(pipe, "pipeline.json")))
-    step = pj["programs"][0]
+    progs = {p["name"]: p for p in pj["programs"]}
+    step = progs.get("step", {})
     t.check("step: runner qc, 5 GroupQueryAttention, ranges recorded",
-            step["runner"] == "qc" and step["op_counts"].get("ai.wlower.GroupQueryAttention") == 5 and
+            step.get("runner") == "qc" and step["op_counts"].get("ai.wlower.GroupQueryAttention") == 5 and
             step.get("tranges") == "step.tranges" and any(f["name"] == "step.tranges" for f in pj["files"]),
             json.dumps(step)[:300])
+    t.check("programs prefill, step, lm_head: all qc, each with its ranges",
+            sorted(progs) == ["lm_head", "prefill", "step"] and
+            all(p["runner"] == "qc" and any(f["name"] == p["name"] + ".tranges" for f in pj["files"])
+                for p in progs.values()), json.dumps(sorted(progs)))
     tr = json.load(open(os.path.join(pipe, "step.tranges")))
     past = [k for k in tr["tensors"] if k.startswith("past_key_values.")]
+    # each 3-id prompt: the prefill takes the prompt and gives the first id, then one step per
+    # further id up to max_seq 128: 128 - 3 - 1 step runs per prompt
     t.check("step.tranges: every KV cache input has a range, over every position",
-            len(past) == 10 and tr["samples"] == 2 * 127, "%d cache inputs, %s samples" %
+            len(past) == 10 and tr["samples"] == 2 * (128 - 3 - 1), "%d cache inputs, %s samples" %
             (len(past), tr["samples"]))
     js = os.path.join(work, "gen-stories-qc-n.json")
     r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", "1", "--max-new-tokens", "64", "--json", js],
@@ -110,10 +117,13 @@ def stories(W, work, env, t):
     ok = False
     if os.path.exists(js):
         sim = json.load(open(js))["report"].get("sim", {})
-        p = (sim.get("programs") or [{}])[0]
-        ok = (sim.get("cycles_per_token", 0) > 0 and p.get("runs") == 64 and p.get("saturated") == 0 and
+        ps = {p.get("name"): p for p in sim.get("programs") or []}
+        st, hd = ps.get("step", {}), ps.get("lm_head", {})
+        # a 1-id prompt: every position is a step run, each followed by lm_head on its row
+        ok = (sim.get("cycles_per_token", 0) > 0 and st.get("runs") == 64 and hd.get("runs") == 64 and
+              all(p.get("saturated") == 0 for p in ps.values()) and
               abs(sim["tokens_per_s"] - sim["clock_hz"] / sim["cycles_per_token"]) < 1e-6 * sim["tokens_per_s"]
-              and p.get("cycles_per_run") == sim["cycles_per_token"])
+              and abs(st.get("cycles_per_run", 0) + hd.get("cycles_per_run", 0) - sim["cycles_per_token"]) <= 1)
         detail = json.dumps(sim)[:300]
     t.check("--json report.sim: cycles, tokens/s at the clock, 64 runs, no saturation", ok, detail)
     twin(W, work, pipe, env, t)
@@ -138,9 +148,10 @@ def stories(W, work, env, t):
 
 
 def twin(W, work, pipe, env, t):
-    """The qc runner (one module_sim --serve process, runs 1 and 2) against `wlower sim` (one process
-    per run) on the same inputs: positions 0 and 1 of prompt 1, the cache of position 1 built here
-    from position 0's presents as runtime/pipelines/llm.c keeps it. Logits must be bit-identical."""
+    """The qc runner (one module_sim --serve process per program, runs 1 and 2) against `wlower sim`
+    (one process per run) on the same inputs: positions 0 and 1 of prompt 1 through `step` then
+    `lm_head`, the static cache of position 1 built here from position 0's new rows as
+    runtime/pipelines/llm.c keeps it. Logits must be bit-identical."""
     import numpy as np
     lg = os.path.join(work, "twin-logits")
     shutil.rmtree(lg, ignore_errors=True)
@@ -151,36 +162,44 @@ def twin(W, work, pipe, env, t):
         return
     tok0 = int(r.stdout.strip().split(",")[0])
     step = os.path.join(pipe, "step")
+    head = os.path.join(pipe, "lm_head")
     man = json.load(open(os.path.join(step, "manifest.json")))["programs"][0]
-    S = next(io["shape"][1] for io in man["inputs"] if io["name"] == "attention_mask")
+    M = next(io["shape"][1] for io in man["inputs"] if io["name"] == "attention_mask")   # S + 1
     past = {io["name"]: np.zeros(io["shape"], np.float32) for io in man["inputs"]
             if io["name"].startswith("past_key_values.")}
-    same = []
-    for p, tok in ((0, 1), (1, tok0)):
-        d = os.path.join(work, "twin-in-%d" % p)
+
+    def sim(module, feeds, d, out):
         os.makedirs(d, exist_ok=True)
-        mask = np.zeros((1, S), np.int64)
-        mask[0, :p] = 1
-        mask[0, S - 1] = 1
-        feeds = dict(past, input_ids=np.array([[tok]], np.int64), position_ids=np.array([[p]], np.int64),
-                     attention_mask=mask)
         args = []
         for k, v in feeds.items():
             np.save(os.path.join(d, k + ".npy"), v)
             args += ["--input", "%s=%s" % (k, os.path.join(d, k + ".npy"))]
-        out = os.path.join(work, "twin-out-%d" % p)
         shutil.rmtree(out, ignore_errors=True)
-        r = run([W, "sim", step, "--output-dir", out, "--quiet"] + args, env=env)
-        if r.returncode:
-            t.check("qc runner = wlower sim, bit for bit", False, r.stderr.strip()[-300:])
+        r = run([W, "sim", module, "--output-dir", out, "--quiet"] + args, env=env)
+        return r.stderr.strip()[-300:] if r.returncode else None
+
+    same = []
+    for p, tok in ((0, 1), (1, tok0)):
+        mask = np.zeros((1, M), np.int64)
+        mask[0, :p] = 1          # cache rows in use
+        mask[0, M - 1] = 1       # the new row
+        feeds = dict(past, input_ids=np.array([[tok]], np.int64), position_ids=np.array([[p]], np.int64),
+                     attention_mask=mask)
+        out = os.path.join(work, "twin-out-%d" % p)
+        err = sim(step, feeds, os.path.join(work, "twin-in-%d" % p), out)
+        hout = os.path.join(work, "twin-head-%d" % p)
+        err = err or sim(head, {"hidden_states": np.load(os.path.join(out, "hidden_states.npy"))},
+                         os.path.join(work, "twin-hin-%d" % p), hout)
+        if err:
+            t.check("qc runner = wlower sim, bit for bit", False, err)
             return
         got = np.load(os.path.join(lg, "step_%d.npy" % p)).ravel()
-        same.append(np.array_equal(np.load(os.path.join(out, "logits.npy")).ravel(), got))
-        for k in past:   # the new row (S-1 of the present) becomes cache row p
+        same.append(np.array_equal(np.load(os.path.join(hout, "logits.npy")).ravel(), got))
+        for k in past:   # the new row becomes cache row p
             pres = np.load(os.path.join(out, k.replace("past_key_values", "present") + ".npy"))
-            past[k][:, :, p, :] = pres[:, :, S - 1, :]
-    t.check("qc runner (one process, runs 1 and 2) = wlower sim (a process per run), bit for bit", all(same),
-            str(same))
+            past[k][:, :, p, :] = pres[:, :, 0, :]
+    t.check("qc runner (one process per program, runs 1 and 2) = wlower sim (a process per run), bit for bit",
+            all(same), str(same))
 
 
 def seeded(W, work, env, t):
