@@ -4,6 +4,7 @@
 # collect, and the same results.csv as the ninja run of the same sweep.
 #
 # Usage: sh bench/slurm_sweep.sh [BUILD_DIR] [WORKDIR]   (defaults: build, /tmp/wlower-slurm-sweep)
+# Also the meson test slurm-sweep (tests/meson.build).
 # Installs slurm-wlm and munge with apt-get if they are missing. The daemons run with a private
 # configuration under WORKDIR (SLURM_CONF), on this host only, and are stopped on exit.
 set -eu
