@@ -6,7 +6,8 @@
  *                   [--threads N] [--reps N] [--ignore-eos] [--stream] [--json FILE]
  *
  * stdout: the generated ids, comma-separated, one line (or one id at a time
- * with --stream). stderr: the report (prompt processing = the prefill runs,
+ * with --stream); with a tokenizer (--tokenizer, --prompt TEXT) also their
+ * text on a second line (with --stream: the text as it is produced instead). stderr: the report (prompt processing = the prefill runs,
  * token generation = the steps, step time by position, peak memory: the
  * process's peak resident set, getrusage ru_maxrss). --json FILE (atomic):
  * {"ids": [...], "prompt_ids": [...], "report": {...}}. On a qc-* pipeline the
@@ -25,13 +26,14 @@
 #include <unistd.h>
 #include "compiler/driver/commands.h"
 #include "runtime/pipelines/pipeline.h"
+#include "runtime/pipelines/tokenizer.h"
 #include "tranges/tranges.h"
 
 static const char CMD[] = "generate";
 
 static const char usage_generate[] =
 "usage: wlower generate (--pipeline PIPE_DIR | --model LLM_DIR --target T [--max-seq N] [compile options])\n"
-"                       --prompt-ids ID,ID,... [options]\n"
+"                       (--prompt-ids ID,ID,... | --prompt TEXT --tokenizer FILE) [options]\n"
 "\n"
 "Decoding (greedy: argmax, first index on ties; or sampled) against a static-size KV cache\n"
 "updated in place: the prompt by the prefill program (chunks of its N rows), then one\n"
@@ -46,6 +48,12 @@ static const char usage_generate[] =
 "qc-* pipelines run on the bit-exact emulator (one simulator process per program).\n"
 "\n"
 "  --prompt-ids LIST     prompt token ids, comma-separated (e.g. 1: the BOS id)\n"
+"  --prompt TEXT         the prompt as text, encoded with the tokenizer (its template\n"
+"                        adds e.g. Llama's <s>); one of --prompt and --prompt-ids\n"
+"  --tokenizer FILE      a Hugging Face tokenizer.json (default with --model: LLM_DIR/\n"
+"                        tokenizer.json when present): the text of the ids is printed\n"
+"                        too (a second stdout line; with --stream the text is streamed\n"
+"                        instead of the ids) and written as \"text\" with --json\n"
 "  --max-new-tokens N    ids to generate (default 32); prompt + N <= max_seq\n"
 "  --temperature T       0 (default): greedy; > 0: sample from softmax(logits / T)\n"
 "  --top-k K             sample among the K most likely ids (default 0: all)\n"
@@ -60,7 +68,8 @@ static const char usage_generate[] =
 "                        (float32 [vocab]; for numerics checks)\n"
 "  -h, --help            this help\n"
 "\n"
-"stdout: the generated ids (prompt excluded), comma-separated; stderr: the report\n"
+"stdout: the generated ids (prompt excluded), comma-separated (with a tokenizer, then their\n"
+"text on a second line); stderr: the report\n"
 "(prompt processing and token generation tokens/s, step time by position, peak memory;\n"
 "qc-*: simulated cycles, latency and tokens/s per token at the configured clock, saturated\n"
 "fixed-point stores per program and position, the vendor's per-run table of each program).\n"
@@ -68,6 +77,7 @@ static const char usage_generate[] =
 
 typedef struct GenArgs {
 	const char *pipeline, *prompt, *json, *dump, *model, *target, *max_seq, *cpu, *prefill_rows;
+	const char *text, *tokenizer;      /* --prompt TEXT, --tokenizer FILE */
 	const char *calibrate, *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw;
 	long max_new, threads, reps, top_k, seed;
 	double temperature, top_p;
@@ -91,6 +101,8 @@ static const OptSpec gen_opts[] = {
 	{"--clock", NULL, OPT_STRING, O(clock)},
 	{"--ext-bw", NULL, OPT_STRING, O(ext_bw)},
 	{"--prompt-ids", NULL, OPT_STRING, O(prompt)},
+	{"--prompt", NULL, OPT_STRING, O(text)},
+	{"--tokenizer", NULL, OPT_STRING, O(tokenizer)},
 	{"--json", NULL, OPT_STRING, O(json)},
 	{"--dump-logits", NULL, OPT_STRING, O(dump)},
 	{"--max-new-tokens", NULL, OPT_INT, O(max_new), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
@@ -106,34 +118,32 @@ static const OptSpec gen_opts[] = {
 };
 #undef O
 
-/* "1,2,3" → ids (malloc'ed); usage error on anything else. */
-static int parse_ids(const char *s, int64_t **ids, int *n)
-{
-	int cap = 16;
-	*n = 0;
-	*ids = malloc((size_t)cap * sizeof **ids);
-	if (!*ids)
-		wl_die(__FILE__, __LINE__, "out of memory");
-	const char *p = s;
-	for (;;) {
-		char *end;
-		long long v = strtoll(p, &end, 10);
-		if (end == p || v < 0 || (*end && *end != ','))
-			return cmd_usage(CMD, "--prompt-ids '%s': expected non-negative ids separated by commas", s);
-		if (*n == cap && !(*ids = realloc(*ids, (size_t)(cap *= 2) * sizeof **ids)))
-			wl_die(__FILE__, __LINE__, "out of memory");
-		(*ids)[(*n)++] = v;
-		if (!*end)
-			return CMD_OK;
-		p = end + 1;
-	}
-}
-
 typedef struct TokenSink {
 	bool stream;
 	const char *dump;          /* --dump-logits DIR */
 	int count;
+	const Tokenizer *tok;      /* --stream with a tokenizer: text, not ids */
+	int64_t *ids;              /* the ids so far (capacity: --max-new-tokens) */
+	size_t printed;            /* bytes of their text already printed */
 } TokenSink;
+
+/* The text of the ids so far beyond what was printed; held back while it
+ * ends in U+FFFD (a character cut between tokens) unless `final`. */
+static int stream_text(TokenSink *s, bool final, Diag *d)
+{
+	char *t;
+	if (tokenizer_decode(s->tok, s->ids, s->count, true, &t, d) != WL_OK)
+		return WL_ERR;
+	size_t n = strlen(t);
+	bool cut = n >= 3 && memcmp(t + n - 3, "\xEF\xBF\xBD", 3) == 0;
+	if (n > s->printed && (final || !cut)) {
+		fputs(t + s->printed, stdout);
+		fflush(stdout);
+		s->printed = n;
+	}
+	free(t);
+	return WL_OK;
+}
 
 /* Each generated id: printed at once with --stream; its logits written as
  * DIR/step_K.npy with --dump-logits. */
@@ -148,6 +158,10 @@ static int on_token(void *ctx, int64_t id, const RTensor *logits, Diag *d)
 		flat.dims[0] = rt_numel(logits);
 		if (npy_write(path, &flat, d) != WL_OK)
 			return WL_ERR;
+	}
+	if (s->stream && s->tok) {
+		s->ids[s->count++] = id;
+		return stream_text(s, false, d);
 	}
 	if (s->stream) {
 		printf("%s%lld", s->count ? "," : "", (long long)id);
@@ -182,7 +196,7 @@ typedef struct SimTotals SimTotals;
 static void sim_report(Llm *l, const SimTotals *t, cJSON *rep);
 
 static void report(Llm *l, const SimTotals *sim, bool sim_on, const LlmReport *reps, int nrep, const GenArgs *a,
-                   const int64_t *prompt, int np, const int64_t *ids, int nid, int *rc, Diag *d)
+                   const int64_t *prompt, int np, const int64_t *ids, int nid, const char *text, int *rc, Diag *d)
 {
 	const LlmInfo *li = llm_info(l);
 	double pp[1000], tg[1000], pm, ps, tm, ts;
@@ -213,6 +227,11 @@ static void report(Llm *l, const SimTotals *sim, bool sim_on, const LlmReport *r
 	cJSON *root = cJSON_CreateObject();
 	cJSON_AddItemToObject(root, "ids", ids_json(ids, nid));
 	cJSON_AddItemToObject(root, "prompt_ids", ids_json(prompt, np));
+	if (text) {
+		cJSON_AddStringToObject(root, "text", text);
+		if (a->text)
+			cJSON_AddStringToObject(root, "prompt", a->text);
+	}
 	cJSON *rep = cJSON_AddObjectToObject(root, "report");
 	cJSON_AddStringToObject(rep, "target", li->target);
 	cJSON_AddNumberToObject(rep, "threads", (double)a->threads);
@@ -456,7 +475,7 @@ static void sim_totals_free(SimTotals *t)
 		cJSON_Delete(t->prog[i].sat_runs);
 }
 
-static int generate(const GenArgs *a, const int64_t *prompt, int np)
+static int generate(const GenArgs *a, const int64_t *prompt, int np, const Tokenizer *tok)
 {
 	Diag d = {0};
 	Llm *l;
@@ -468,7 +487,9 @@ static int generate(const GenArgs *a, const int64_t *prompt, int np)
 	if (!ids || !reps)
 		wl_die(__FILE__, __LINE__, "out of memory");
 	int nid = 0, rc = 0;
-	TokenSink sink = {.stream = a->stream, .dump = a->dump};
+	TokenSink sink = {.stream = a->stream, .dump = a->dump, .tok = tok};
+	if (tok && a->stream && !(sink.ids = calloc((size_t)a->max_new, sizeof *sink.ids)))
+		wl_die(__FILE__, __LINE__, "out of memory");
 	Diag dd = {0};
 	if (a->dump && mkdir_p(a->dump, &dd) != WL_OK) {
 		free(ids);
@@ -481,6 +502,7 @@ static int generate(const GenArgs *a, const int64_t *prompt, int np)
 	for (int r = 0; r < a->reps && rc == 0; r++) {
 		int n;
 		sink.count = 0;
+		sink.printed = 0;
 		for (int i = 0; i < llm_program_count(l); i++)
 			program_stats_reset(llm_program(l, i, NULL));
 		LlmSampling smp = {a->temperature, a->top_p, (int)a->top_k, (uint64_t)a->seed};
@@ -493,16 +515,25 @@ static int generate(const GenArgs *a, const int64_t *prompt, int np)
 			sim_totals(l, &sim);
 		nid = n;
 	}
+	char *text = NULL;
+	if (rc == 0 && tok && tokenizer_decode(tok, ids, nid, true, &text, &d) != WL_OK)
+		rc = cmd_error(CMD, &d);
+	if (rc == 0 && tok && a->stream && stream_text(&sink, true, &d) != WL_OK)
+		rc = cmd_error(CMD, &d);
 	if (rc == 0) {
 		if (!a->stream)
 			for (int i = 0; i < nid; i++)
 				printf("%s%lld", i ? "," : "", (long long)ids[i]);
 		printf("\n");
+		if (tok && !a->stream)
+			printf("%s\n", text);
 		if (fflush(stdout) != 0)
 			rc = cmd_error(CMD, &(Diag){.msg = "<stdout>: write failed"});
 	}
 	if (rc == 0)
-		report(l, &sim, sim.on, reps, (int)a->reps, a, prompt, np, ids, nid, &rc, &d);
+		report(l, &sim, sim.on, reps, (int)a->reps, a, prompt, np, ids, nid, text, &rc, &d);
+	free(text);
+	free(sink.ids);
 	sim_totals_free(&sim);
 	for (int r = 0; r < a->reps; r++)
 		free(reps[r].step_ms);
@@ -539,14 +570,35 @@ int cmd_generate(int argc, char **argv)
 			return rc;
 		a.pipeline = cached;
 	}
-	if (!a.prompt)
-		return cmd_usage(CMD, "%s", "--prompt-ids is required (e.g. --prompt-ids 1)");
+	if (!a.prompt == !a.text)
+		return cmd_usage(CMD, "%s", "give --prompt-ids IDS or --prompt TEXT (one of them; e.g. --prompt-ids 1)");
+	char tpath[4096];
+	if (!a.tokenizer && a.model) {   /* the model folder's own tokenizer.json, when it has one */
+		snprintf(tpath, sizeof tpath, "%s/tokenizer.json", a.model);
+		if (access(tpath, F_OK) == 0)
+			a.tokenizer = tpath;
+	}
+	if (a.text && !a.tokenizer)
+		return cmd_usage(CMD, "%s", "--prompt TEXT needs --tokenizer tokenizer.json (or LLM_DIR/tokenizer.json "
+		                 "with --model)");
 	if (!a.threads)
 		a.threads = cmd_default_threads();
-	int64_t *prompt;
-	int np;
-	if ((rc = parse_ids(a.prompt, &prompt, &np)) == CMD_OK)
-		rc = generate(&a, prompt, np);
+	Tokenizer *tok = NULL;
+	Diag d = {0};
+	if (a.tokenizer && tokenizer_open(a.tokenizer, &tok, &d) != WL_OK)
+		return cmd_error(CMD, &d);
+	int64_t *prompt = NULL;
+	int np = 0;
+	if (a.text) {
+		if (tokenizer_encode(tok, a.text, true, &prompt, &np, &d) != WL_OK)
+			rc = cmd_error(CMD, &d);
+		else if (np == 0)
+			rc = cmd_error(CMD, &(Diag){.msg = "--prompt: the text encodes to no ids"});
+	} else
+		rc = cmd_parse_ids(CMD, "--prompt-ids", a.prompt, &prompt, &np);
+	if (rc == CMD_OK)
+		rc = generate(&a, prompt, np, tok);
 	free(prompt);
+	tokenizer_free(tok);
 	return rc;
 }

@@ -146,6 +146,44 @@ def main():
                        capture_output=True, timeout=60)
     check(r.returncode == 1 and b"not valid UTF-8" in r.stderr, "text that is not UTF-8: %r" % r.stderr)
 
+    # wlower generate --prompt TEXT --tokenizer: a seeded Llama whose vocabulary is llama.json's
+    vocab_n = len(tj["model"]["vocab"])
+    model = os.path.join(work, "gen-llama")
+    pipe = os.path.join(work, "gen-pipe")
+    r = run(["/usr/bin/python3", os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "models",
+                                              "hf_llama.py"),
+             "--arch", "llama", "--layers", "1", "--hidden", "32", "--heads", "4", "--kv-heads", "2", "--ffn", "64",
+             "--vocab", str(vocab_n), "--max-pos", "64", "--mask", "where", "--out", model])
+    check(r.returncode == 0, "hf_llama.py: %s" % r.stderr[-300:])
+    r = run([wlower, model, "--pipeline", "llm", "--target", "ref", "--max-seq", "64", "-o", pipe])
+    check(r.returncode == 0, "compile the seeded llama: %s" % r.stderr[-300:])
+    text = "Once upon a time, Lily"
+    js = os.path.join(work, "gen.json")
+    gen = [wlower, "generate", "--pipeline", pipe, "--tokenizer", llama, "--max-new-tokens", "8", "--ignore-eos"]
+    r = run(gen + ["--prompt", text, "--json", js])
+    ok = r.returncode == 0 and os.path.exists(js)
+    check(ok, "generate --prompt: %s" % r.stderr[-300:])
+    if ok:
+        j = json.load(open(js, encoding="utf-8"))
+        enc = run([wlower, "tokenize", "--tokenizer", llama, text]).stdout.strip()
+        check(j["prompt_ids"] == [int(x) for x in enc.split(",")], "prompt ids %s vs tokenize %s" % (j["prompt_ids"], enc))
+        dec = run([wlower, "tokenize", "--tokenizer", llama, "--skip-special", "--decode",
+                   ",".join(str(i) for i in j["ids"])]).stdout[:-1]
+        lines = r.stdout.split("\n")
+        check(j["text"] == dec and lines[0] == ",".join(str(i) for i in j["ids"]) and lines[1] == dec and
+              j.get("prompt") == text, "text %r / stdout %r vs tokenize --decode %r" % (j["text"], r.stdout, dec))
+        r2 = run(gen + ["--prompt-ids", enc])
+        check(r2.returncode == 0 and r2.stdout == r.stdout, "--prompt-ids of the encoding: %r vs %r" % (r2.stdout, r.stdout))
+        r3 = run(gen + ["--prompt", text, "--stream"])
+        check(r3.returncode == 0 and r3.stdout == dec + "\n", "--stream with a tokenizer: %r vs %r" % (r3.stdout, dec))
+    r = run([wlower, "generate", "--pipeline", pipe, "--prompt", text])
+    check(r.returncode == 2 and "--tokenizer" in r.stderr, "--prompt without a tokenizer: usage, %r" % r.stderr)
+    r = run(gen + ["--prompt", text, "--prompt-ids", "1"])
+    check(r.returncode == 2 and "one of them" in r.stderr, "--prompt with --prompt-ids: usage, %r" % r.stderr)
+    r = run(gen[:4] + ["--tokenizer", os.path.join(work, "bad-truncated.json"), "--prompt", text])
+    check(r.returncode == 1 and "bad-truncated.json" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+          "generate with a truncated tokenizer: %r" % r.stderr)
+
     print("tokenizer: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
