@@ -255,21 +255,6 @@ static void report(Llm *l, const SimTotals *sim, bool sim_on, const LlmReport *r
 	cJSON_Delete(root);
 }
 
-/* The cache folder for pipelines: $WLOWER_CACHE, $XDG_CACHE_HOME/wlower or ~/.cache/wlower. */
-static int cache_root(char *buf, size_t n)
-{
-	const char *w = getenv("WLOWER_CACHE"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-	if (w && *w)
-		snprintf(buf, n, "%s", w);
-	else if (x && *x)
-		snprintf(buf, n, "%s/wlower", x);
-	else if (h && *h)
-		snprintf(buf, n, "%s/.cache/wlower", h);
-	else
-		return cmd_usage(CMD, "%s", "--model: no cache folder (set WLOWER_CACHE or HOME)");
-	return CMD_OK;
-}
-
 /* The compile options --model passes on (name, value; NULL when not given). */
 typedef struct PassOpt { const char *name, *value; } PassOpt;
 static int pass_opts(const GenArgs *a, PassOpt *o)
@@ -345,7 +330,7 @@ static int cached_pipeline(const GenArgs *a, char *dir, size_t n)
 {
 	char root[2048], key[65];
 	Diag d = {0};
-	int rc = cache_root(root, sizeof root);
+	int rc = cmd_cache_root(CMD, root, sizeof root);
 	if (rc != CMD_OK)
 		return rc;
 	if (cache_key(a, key, &d) != WL_OK)

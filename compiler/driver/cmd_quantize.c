@@ -334,6 +334,8 @@ static bool name_exists(Graph *g, const char *name)
 static int add_excludes(QuantOpts *o, const char *list, int *cap)
 {
 	const char *p = list;
+	if (!*p)
+		return cmd_usage(CMD, "%s", "--exclude '': empty node name");
 	while (*p) {
 		const char *e = strchr(p, ',');
 		size_t n = e ? (size_t)(e - p) : strlen(p);

@@ -144,20 +144,6 @@ static int on_mel(void *ctx, int win, const RTensor *mel, Diag *d)
 	return dump_npy(s->dump, name, mel, d);
 }
 
-static int cache_root(char *buf, size_t n)
-{
-	const char *w = getenv("WLOWER_CACHE"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-	if (w && *w)
-		snprintf(buf, n, "%s", w);
-	else if (x && *x)
-		snprintf(buf, n, "%s/wlower", x);
-	else if (h && *h)
-		snprintf(buf, n, "%s/.cache/wlower", h);
-	else
-		return cmd_usage(CMD, "%s", "--model: no cache folder (set WLOWER_CACHE or HOME)");
-	return CMD_OK;
-}
-
 /* --model: the cached pipeline folder (sha256 of the export's files, the
  * target and the options), compiled first when absent or invalid. */
 static int cached_pipeline(const TrArgs *a, char *dir, size_t n)
@@ -167,7 +153,7 @@ static int cached_pipeline(const TrArgs *a, char *dir, size_t n)
 	                              "decoder_with_past_model.onnx.data"};
 	char root[2048], key[65], txt[4096];
 	Diag d = {0};
-	int rc = cache_root(root, sizeof root);
+	int rc = cmd_cache_root(CMD, root, sizeof root);
 	if (rc != CMD_OK)
 		return rc;
 	size_t len = (size_t)snprintf(txt, sizeof txt, "wlower %s\nwhisper\ntarget %s\nmax-seq %s\ncpu %s\n",

@@ -146,6 +146,10 @@ int cmd_sample_view(const struct RTensor *all, const Value *input, const char *f
                     const char *model, struct RTensor *view, size_t *stride, Diag *d);
 /* Default thread count: the online CPUs (at least 1). */
 int cmd_default_threads(void);
+/* The cache folder for pipelines compiled by --model (generate, transcribe):
+ * $WLOWER_CACHE, else $XDG_CACHE_HOME/wlower, else ~/.cache/wlower; a usage
+ * error when none is set. */
+int cmd_cache_root(const char *cmd, char *buf, size_t n);
 /* "1,2,3" → non-negative ids (*ids malloc'ed, freed by the caller even on
  * error); anything else is a usage error naming opt. */
 int cmd_parse_ids(const char *cmd, const char *opt, const char *s, int64_t **ids, int *n);

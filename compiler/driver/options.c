@@ -239,6 +239,20 @@ int cmd_default_threads(void)
 	return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
+int cmd_cache_root(const char *cmd, char *buf, size_t n)
+{
+	const char *w = getenv("WLOWER_CACHE"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+	if (w && *w)
+		snprintf(buf, n, "%s", w);
+	else if (x && *x)
+		snprintf(buf, n, "%s/wlower", x);
+	else if (h && *h)
+		snprintf(buf, n, "%s/.cache/wlower", h);
+	else
+		return cmd_usage(cmd, "%s", "--model: no cache folder (set WLOWER_CACHE or HOME)");
+	return CMD_OK;
+}
+
 int cmd_parse_ids(const char *cmd, const char *opt, const char *s, int64_t **ids, int *n)
 {
 	int cap = 16;
