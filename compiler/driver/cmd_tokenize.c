@@ -65,8 +65,10 @@ int cmd_tokenize(int argc, char **argv)
 		return cmd_usage(CMD, "%s", "--skip-special goes with --decode");
 	int64_t *ids = NULL;
 	int n = 0;
-	if (a.decode && (rc = cmd_parse_ids(CMD, "--decode", a.decode, &ids, &n)) != CMD_OK)
+	if (a.decode && (rc = cmd_parse_ids(CMD, "--decode", a.decode, &ids, &n)) != CMD_OK) {
+		free(ids);
 		return rc;
+	}
 	Diag d = {0};
 	Tokenizer *t;
 	if (tokenizer_open(a.tokenizer, &t, &d) != WL_OK) {
