@@ -479,6 +479,7 @@ static int generate(const GenArgs *a, const int64_t *prompt, int np, const Token
 	if (a->dump && mkdir_p(a->dump, &dd) != WL_OK) {
 		free(ids);
 		free(reps);
+		free(sink.ids);
 		llm_close(l);
 		return cmd_error(CMD, &dd);
 	}
