@@ -336,29 +336,14 @@ static int cached_pipeline(const GenArgs *a, char *dir, size_t n)
 	if (cache_key(a, key, &d) != WL_OK)
 		return cmd_error(CMD, &d);
 	snprintf(dir, n, "%s/pipelines/%.24s-%s", root, key, a->target);
-	cJSON *pj = NULL;
-	Diag ignored = {0};
-	if (pipeline_read(dir, "llm", &pj, &ignored) == WL_OK) {
-		cJSON_Delete(pj);
-		return CMD_OK;
-	}
-	char parent[4096];
-	snprintf(parent, sizeof parent, "%s/pipelines", root);
-	if (mkdir_p(parent, &d) != WL_OK)
-		return cmd_error(CMD, &d);
-	fprintf(stderr, "wlower generate: compiling %s for %s into %s (first use)\n", a->model, a->target, dir);
-	const char *argv[40] = {"wlower", a->model, "--pipeline", "llm", "--target", a->target, "-o", dir};
-	int argc = 8;
 	PassOpt po[16];
 	int npo = pass_opts(a, po);
-	for (int i = 0; i < npo; i++)
-		if (po[i].value) {
-			argv[argc++] = po[i].name;
-			argv[argc++] = po[i].value;
-		}
-	argv[argc] = NULL;
-	rc = cmd_compile(argc, (char **)argv);
-	return rc == 0 ? CMD_OK : rc;
+	const char *opts[32];
+	for (int i = 0; i < npo; i++) {
+		opts[2 * i] = po[i].name;
+		opts[2 * i + 1] = po[i].value;
+	}
+	return cmd_cached_pipeline(CMD, "llm", a->model, a->target, dir, opts, 2 * npo);
 }
 
 /* ---------------------------------------------------------------- the simulated device (qc-*) */

@@ -1181,7 +1181,7 @@ static int generate(const SweepOpts *o, ValList lists[L_COUNT])
 		/* the points not done yet, one command a line; the array indexes them */
 		char *sd = xprintf("%s/slurm", o->out), *jobs = xprintf("%s/jobs.txt", sd);
 		char *script = xprintf("%s/sweep.sbatch", sd), *dirabs = realpath(o->out, NULL);
-		int todo = 0;
+		int pending = 0;
 		AtomicFile af = {0};
 		if (mkdir_p(sd, &d) != WL_OK || atomic_open(&af, jobs, &d) != WL_OK) {
 			status = cmd_error(CMD, &d);
@@ -1192,7 +1192,7 @@ static int generate(const SweepOpts *o, ValList lists[L_COUNT])
 				if (stat(pf, &st) != 0) {
 					put_point_command(af.f, o, exe, model, tranges, &pts[i]);
 					fputc('\n', af.f);
-					todo++;
+					pending++;
 				}
 				free(pf);
 			}
@@ -1202,7 +1202,7 @@ static int generate(const SweepOpts *o, ValList lists[L_COUNT])
 				fprintf(af.f, "#!/bin/sh\n# sweep.sbatch — written by `wlower sweep --scheduler slurm`: task i runs\n"
 				              "# line i+1 of jobs.txt (one configuration); then: wlower sweep --collect DIR\n"
 				              "#SBATCH --job-name=wlower-sweep\n#SBATCH --array=0-%d\n"
-				              "#SBATCH --output=slurm/task-%%a.out\n#SBATCH --chdir=", todo > 0 ? todo - 1 : 0);
+				              "#SBATCH --output=slurm/task-%%a.out\n#SBATCH --chdir=", pending > 0 ? pending - 1 : 0);
 				fputs(dirabs ? dirabs : o->out, af.f);
 				fprintf(af.f, "\nset -eu\ncd ");
 				put_shell_word(af.f, dirabs ? dirabs : o->out);
@@ -1216,7 +1216,7 @@ static int generate(const SweepOpts *o, ValList lists[L_COUNT])
 			}
 		}
 		if (status == CMD_OK && !o->no_run) {
-			if (todo == 0) {
+			if (pending == 0) {
 				printf("wlower sweep: every point is done; collecting\n");
 				fflush(stdout);
 				status = do_collect(o->out);
@@ -1230,7 +1230,7 @@ static int generate(const SweepOpts *o, ValList lists[L_COUNT])
 					argv[n++] = (char *)o->sbatch_args.v[i];
 				argv[n++] = script;
 				argv[n] = NULL;
-				printf("wlower sweep: submitting %d of %d points as one array job (%s)\n", todo, np, script);
+				printf("wlower sweep: submitting %d of %d points as one array job (%s)\n", pending, np, script);
 				fflush(stdout);
 				int st = run_child(argv, NULL, &d);
 				if (st != 0) {

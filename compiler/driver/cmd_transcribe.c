@@ -175,30 +175,8 @@ static int cached_pipeline(const TrArgs *a, char *dir, size_t n)
 	}
 	sha256_hex(txt, len, key);
 	snprintf(dir, n, "%s/pipelines/%.24s-whisper-%s", root, key, a->target);
-	cJSON *pj = NULL;
-	Diag ignored = {0};
-	if (pipeline_read(dir, "whisper", &pj, &ignored) == WL_OK) {
-		cJSON_Delete(pj);
-		return CMD_OK;
-	}
-	char parent[4096];
-	snprintf(parent, sizeof parent, "%s/pipelines", root);
-	if (mkdir_p(parent, &d) != WL_OK)
-		return cmd_error(CMD, &d);
-	fprintf(stderr, "wlower transcribe: compiling %s for %s into %s (first use)\n", a->model, a->target, dir);
-	const char *argv[16] = {"wlower", a->model, "--pipeline", "whisper", "--target", a->target, "-o", dir};
-	int argc = 8;
-	if (a->max_seq) {
-		argv[argc++] = "--max-seq";
-		argv[argc++] = a->max_seq;
-	}
-	if (a->cpu) {
-		argv[argc++] = "--cpu";
-		argv[argc++] = a->cpu;
-	}
-	argv[argc] = NULL;
-	rc = cmd_compile(argc, (char **)argv);
-	return rc == 0 ? CMD_OK : rc;
+	const char *opts[] = {"--max-seq", a->max_seq, "--cpu", a->cpu};
+	return cmd_cached_pipeline(CMD, "whisper", a->model, a->target, dir, opts, 4);
 }
 
 /* The tokenizer file: --tokenizer, $WLOWER_WHISPER_TOKENIZER, or the

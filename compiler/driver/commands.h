@@ -150,6 +150,12 @@ int cmd_default_threads(void);
  * $WLOWER_CACHE, else $XDG_CACHE_HOME/wlower, else ~/.cache/wlower; a usage
  * error when none is set. */
 int cmd_cache_root(const char *cmd, char *buf, size_t n);
+/* --model: dir (a folder under the cache root) is used when it reads as a
+ * verified pipeline of `kind`; else it is compiled there from model with
+ * `wlower MODEL --pipeline KIND --target T -o DIR` plus the option pairs
+ * opts[2i] = name, opts[2i+1] = value (skipped when NULL). */
+int cmd_cached_pipeline(const char *cmd, const char *kind, const char *model, const char *target, const char *dir,
+                        const char *const *opts, int nopts);
 /* "1,2,3" → non-negative ids (*ids malloc'ed, freed by the caller even on
  * error); anything else is a usage error naming opt. */
 int cmd_parse_ids(const char *cmd, const char *opt, const char *s, int64_t **ids, int *n);

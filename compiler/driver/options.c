@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "compiler/driver/commands.h"
 #include "runtime/interp/interp.h"
+#include "runtime/pipelines/pipeline.h"
 
 int cmd_usage(const char *cmd, const char *fmt, ...)
 {
@@ -251,6 +252,34 @@ int cmd_cache_root(const char *cmd, char *buf, size_t n)
 	else
 		return cmd_usage(cmd, "%s", "--model: no cache folder (set WLOWER_CACHE or HOME)");
 	return CMD_OK;
+}
+
+int cmd_cached_pipeline(const char *cmd, const char *kind, const char *model, const char *target, const char *dir,
+                        const char *const *opts, int nopts)
+{
+	cJSON *pj = NULL;
+	Diag d = {0};
+	if (pipeline_read(dir, kind, &pj, &d) == WL_OK) {
+		cJSON_Delete(pj);
+		return CMD_OK;
+	}
+	d = (Diag){0};
+	char *parent = path_dirname(dir);
+	int rc = mkdir_p(parent, &d);
+	free(parent);
+	if (rc != WL_OK)
+		return cmd_error(cmd, &d);
+	fprintf(stderr, "wlower %s: compiling %s for %s into %s (first use)\n", cmd, model, target, dir);
+	const char *argv[48] = {"wlower", model, "--pipeline", kind, "--target", target, "-o", dir};
+	int argc = 8;
+	for (int i = 0; i + 1 < nopts && argc + 2 < 48; i += 2)
+		if (opts[i + 1]) {
+			argv[argc++] = opts[i];
+			argv[argc++] = opts[i + 1];
+		}
+	argv[argc] = NULL;
+	rc = cmd_compile(argc, (char **)argv);
+	return rc == 0 ? CMD_OK : rc;
 }
 
 int cmd_parse_ids(const char *cmd, const char *opt, const char *s, int64_t **ids, int *n)
