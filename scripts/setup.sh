@@ -10,7 +10,7 @@ PKGS="gcc g++ make pkg-config meson ninja-build
       libprotobuf-c-dev protobuf-c-compiler libcjson-dev libssl-dev check
       llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev
       libonnx-dev libonnx-testdata python3-onnx python3-torch python3-numpy
-      libsndfile1-dev libsoxr-dev zlib1g-dev libpcre2-dev libutf8proc-dev time chromium"
+      libsndfile1-dev libsoxr-dev zlib1g-dev libzstd-dev lld libpcre2-dev libutf8proc-dev time chromium"
 
 missing=""
 for p in $PKGS; do
