@@ -5,8 +5,11 @@
  * A is the reference, B the candidate (e.g. a float model and its int8 QDQ
  * form). A model (.onnx, .onnxtxt) runs on the float reference executor and
  * every node output is recorded by name (the executor's observer, as
- * calibration uses); a module directory (`wlower MODEL --target host -o DIR`)
- * runs on the host runtime and gives its outputs. Both get the same inputs.
+ * calibration uses); a module directory gives its outputs: a host module
+ * (`wlower MODEL --target host -o DIR`) runs on the host runtime, a Chimera
+ * one (--target qc-n|qc-p|qc-u) on the bit-exact emulator, whose simulated
+ * cycles and saturated stores are printed too (runtime/pipelines/program.c
+ * runs both). Both get the same inputs.
  * For every tensor both record under one name, in A's order (graph order),
  * one row: shape, MSE, PSNR, SQNR, max abs error, cosine
  * (runtime/interp/metrics.c rt_metrics). The first tensor whose SQNR is below
@@ -29,7 +32,8 @@
 #include <sys/stat.h>
 #include "compiler/driver/commands.h"
 #include "runtime/interp/interp.h"
-#include "runtime/rt/wlower_rt.h"
+#include "runtime/module/module.h"
+#include "runtime/pipelines/pipeline.h"
 
 static const char CMD[] = "compare";
 
@@ -43,8 +47,10 @@ static const char usage_compare[] =
 "the threshold: where the error enters.\n"
 "\n"
 "  A, B                  a model (.onnx or .onnxtxt: the float reference executor,\n"
-"                        every node output recorded) or a host module directory\n"
-"                        (wlower MODEL --target host -o DIR: its outputs)\n"
+"                        every node output recorded) or a module directory: host\n"
+"                        (wlower MODEL --target host -o DIR) or Chimera (--target\n"
+"                        qc-n|qc-p|qc-u: run on the emulator, with its simulated\n"
+"                        cycles and saturated stores); a directory gives its outputs\n"
 "  --input NAME=FILE     value of input NAME (.npy or TensorProto .pb), given to\n"
 "                        both sides; every input of each side must be given\n"
 "  --threshold DB        SQNR in dB below which a tensor is bad (default 25)\n"
@@ -73,9 +79,22 @@ typedef struct Side {
 	const char *path;
 	Module *m;
 	Exec *e;
-	WlModule *wm;
+	Program *prog;                 /* a module directory: host or qc runner */
+	char **names; int nnames;      /* output names kept from its manifest */
+	bool qc;                       /* a Chimera module: its run's simulated facts */
+	int64_t qc_cycles, qc_saturated;
+	char qc_kernel[128];
 	Rec *r; int n, cap;
 } Side;
+
+static const char *side_keep(Side *s, const char *name)
+{
+	char **nn = realloc(s->names, (size_t)(s->nnames + 1) * sizeof *nn);
+	if (!nn || !(nn[s->nnames] = strdup(name)))
+		wl_die(__FILE__, __LINE__, "out of memory");
+	s->names = nn;
+	return s->names[s->nnames++];
+}
 
 typedef struct CmpArgs {
 	const char *a, *b, *json;
@@ -173,38 +192,74 @@ static int run_model(Side *s, CmpArgs *a, Diag *d)
 	return WL_OK;
 }
 
+/* The runner of a module directory, from its manifest.json: "host" for a
+ * host module, "qc" for a Chimera one (qc-n, qc-p, qc-u: the bit-exact
+ * emulator). The manifest's first program gives the io names. */
+static int dir_io(Side *s, cJSON **mf, const cJSON **prog, const char **runner, Diag *d)
+{
+	if (manifest_read(s->path, mf, d) != WL_OK)
+		return WL_ERR;
+	const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(*mf, "target"));
+	if (t && strcmp(t, "host") == 0)
+		*runner = "host";
+	else if (t && strncmp(t, "qc-", 3) == 0)
+		*runner = "qc";
+	else
+		return diag_fail(d, "%s/manifest.json: target '%s': compare runs host and qc-* module directories "
+		                 "(for the reference, give the model)", s->path, t ? t : "");
+	*prog = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(*mf, "programs"), 0);
+	return WL_OK;
+}
+
 static int run_dir(Side *s, CmpArgs *a, Diag *d)
 {
-	char *err = NULL;
-	s->wm = wl_open(s->path, a->threads ? (int)a->threads : 0, &err);
-	if (!s->wm) {
-		diag_fail(d, "%s", err ? err : "cannot open module");
-		free(err);
-		return WL_ERR;
-	}
-	WlTensorInfo info;
-	for (int i = 0; i < wl_input_count(s->wm); i++) {
-		wl_input_info(s->wm, i, &info);
+	cJSON *mf = NULL;
+	const cJSON *prog = NULL, *io;
+	const char *runner = NULL;
+	int rc = dir_io(s, &mf, &prog, &runner, d);
+	if (rc == WL_OK)
+		rc = program_open(s->path, runner, a->threads ? (int)a->threads : 0, &s->prog, d);
+	const cJSON *ins = rc == WL_OK ? cJSON_GetObjectItemCaseSensitive(prog, "inputs") : NULL;
+	const cJSON *outs = cJSON_GetObjectItemCaseSensitive(prog, "outputs");
+	cJSON_ArrayForEach(io, ins) {
+		const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(io, "name"));
 		CmpInput *in = NULL;
 		for (int k = 0; k < a->nin; k++)
-			if (strcmp(a->in[k].name, info.name) == 0)
+			if (strcmp(a->in[k].name, name) == 0)
 				in = &a->in[k];
-		if (!in)
-			return diag_fail(d, "%s: input '%s' not given: add --input %s=FILE.npy", s->path, info.name,
-			                 info.name);
+		if (!in) {
+			rc = diag_fail(d, "%s: input '%s' not given: add --input %s=FILE.npy", s->path, name, name);
+			break;
+		}
 		in->used = true;
-		if (wl_bind_input(s->wm, in->name, in->t.data, in->t.dtype, in->t.ndim, in->t.dims) != 0)
-			return diag_fail(d, "%s (%s, %s)", wl_error(s->wm), in->file, s->path);
+		if ((rc = program_bind(s->prog, in->name, &in->t, d)) != WL_OK) {
+			diag_prefix(d, "%s: ", in->file);
+			break;
+		}
 	}
-	if (wl_run(s->wm) != 0)
-		return diag_fail(d, "%s", wl_error(s->wm));
-	for (int i = 0; i < wl_output_count(s->wm); i++) {
-		const void *p = wl_output(s->wm, i, &info);
-		RTensor t = {.dtype = info.dtype, .ndim = info.ndim, .data = (void *)p, .nbytes = info.nbytes};
-		memcpy(t.dims, info.shape, sizeof(int64_t) * (size_t)info.ndim);
-		rec_add(s, info.name, "", "output", &t, false);
+	if (rc == WL_OK)
+		rc = program_run(s->prog, d);
+	if (rc != WL_OK)
+		outs = NULL;
+	cJSON_ArrayForEach(io, outs) {
+		const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(io, "name"));
+		const RTensor *t = program_output(s->prog, name, d);
+		if (!t) {
+			rc = WL_ERR;
+			break;
+		}
+		/* the names are the manifest's: kept until side_free */
+		rec_add(s, side_keep(s, name), "", "output", t, false);
 	}
-	return WL_OK;
+	if (rc == WL_OK && strcmp(runner, "qc") == 0) {
+		const ProgramStats *st = program_stats(s->prog);
+		s->qc_cycles = st->cycles_per_run;
+		s->qc_saturated = st->runs > 0 ? st->saturated[st->runs - 1] : 0;
+		snprintf(s->qc_kernel, sizeof s->qc_kernel, "%s", st->first_saturated_kernel);
+		s->qc = true;
+	}
+	cJSON_Delete(mf);
+	return rc;
 }
 
 static int run_side(Side *s, CmpArgs *a, Diag *d)
@@ -222,8 +277,10 @@ static void side_free(Side *s)
 	free(s->r);
 	if (s->e)
 		exec_free(s->e);
-	if (s->wm)
-		wl_close(s->wm);
+	program_close(s->prog);
+	for (int i = 0; i < s->nnames; i++)
+		free(s->names[i]);
+	free(s->names);
 	if (s->m)
 		module_free(s->m);
 }
@@ -349,6 +406,13 @@ static int report(const CmpArgs *a, const Side *sa, const Side *sb, Diag *d)
 	}
 	printf("wlower compare: A = %s, B = %s: %d tensors in common (A %d, B %d), SQNR threshold %.2f dB\n",
 	       a->a, a->b, n, sa->n, sb->n, a->threshold);
+	const Side *sides[2] = {sa, sb};
+	for (int k = 0; k < 2; k++)
+		if (sides[k]->qc)
+			printf("%s (Chimera emulator): %lld simulated cycles, %lld saturated stores%s%s%s\n", k ? "B" : "A",
+			       (long long)sides[k]->qc_cycles, (long long)sides[k]->qc_saturated,
+			       sides[k]->qc_kernel[0] ? " (first in kernel '" : "", sides[k]->qc_kernel,
+			       sides[k]->qc_kernel[0] ? "')" : "");
 	printf("%4s  %-40s %-20s %-22s %12s %9s %9s %12s %10s\n", "#", "tensor", "op", "shape", "mse", "psnr_db",
 	       "sqnr_db", "max_abs", "cosine");
 	for (int i = 0; i < n; i++) {
