@@ -25,7 +25,8 @@ static const char usage_transcribe[] =
 "reads, downmixed and resampled to 16 kHz) in windows of the pipeline's length (30 s for\n"
 "Whisper), log-mel, encoder, cross-attention K/V once per window, then KV-cached decoding\n"
 "with OpenAI's rules (suppressed tokens, timestamp pairs, <|endoftext|> ends).\n"
-"PIPE_DIR: 'wlower WHISPER_DIR --pipeline whisper --target ref|host -o PIPE_DIR'. With\n"
+"PIPE_DIR: 'wlower WHISPER_DIR --pipeline whisper --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR'\n"
+"(qc-*: with --calibrate AUDIO or --tranges DIR; run on the bit-exact emulator). With\n"
 "--model, the pipeline is compiled on first use into a cache keyed by the sha256 of\n"
 "WHISPER_DIR's files, the target and the options ($WLOWER_CACHE, else\n"
 "$XDG_CACHE_HOME/wlower, else ~/.cache/wlower).\n"
@@ -54,6 +55,12 @@ static const char usage_transcribe[] =
 "\n"
 "stdout: one line per segment, \"[HH:MM:SS.mmm --> HH:MM:SS.mmm]  text\"; stderr: progress\n"
 "(on a terminal) and the report (per-stage wall time, tokens/s, real-time factor).\n"
+"qc-* pipelines add the simulated device (cost model, at the configured clock): cycles and\n"
+"latency per program, per window (mel + encoder) and per token (step), simulated tokens/s\n"
+"and the simulated real-time factor (simulated seconds / audio seconds; cross_kv runs on\n"
+"the reference executor and is not in it), saturated fixed-point stores per program and\n"
+"run (the step's runs are its positions, window after window), and per program the\n"
+"vendor's per-run table; json: report.sim.\n"
 "exit status: 0 success, 1 bad input (one line naming the file), 2 usage error\n";
 
 typedef struct TrArgs {
@@ -259,9 +266,57 @@ static void print_report(const WhisperInfo *wi, const WhisperReport *r, double w
 	        r->step_ms + r->prompt_ms > 0 ? 1e3 * (r->sampled_tokens + r->prompt_tokens) / (r->step_ms + r->prompt_ms) : 0);
 }
 
+/* qc-*: the simulated device's report (sim_report.c): one window costs a
+ * mel and an encoder run, one token (prompt or sampled) a step run. */
+static void sim_report(Whisper *w, const WhisperReport *r, cJSON *rep)
+{
+	Program *progs[SIM_MAX_PROGRAMS];
+	const char *names[SIM_MAX_PROGRAMS];
+	int n = whisper_program_count(w);
+	for (int i = 0; i < n; i++)
+		progs[i] = whisper_program(w, i, &names[i]);
+	SimTotals t;
+	sim_totals_collect(&t, progs, names, n);
+	if (!t.on) {
+		sim_totals_free(&t);
+		return;
+	}
+	double total = 0, win = 0;
+	for (int i = 0; i < t.nprog; i++) {
+		total += (double)t.prog[i].cycles_per_run * t.prog[i].runs;
+		if (strcmp(t.prog[i].name, "mel") == 0 || strcmp(t.prog[i].name, "encoder") == 0)
+			win += (double)t.prog[i].cycles_per_run;
+	}
+	const SimProg *st = sim_totals_find(&t, "step");
+	double tok = st ? (double)st->cycles_per_run : 0, hz = t.clock_hz;
+	double secs = total / hz, rtf = r->audio_s > 0 ? secs / r->audio_s : 0;
+	fprintf(stderr, "simulated (%s, cost model, %.3f GHz): %.4g ms per window (mel + encoder), %.4g ms per token "
+	        "(step), %.2f tokens/s; %.4g ms in all for %.2f s of audio: real-time factor %.4f (%.1fx faster than "
+	        "real time)%s\n", whisper_info(w)->target, hz / 1e9, win / hz * 1e3, tok / hz * 1e3,
+	        tok > 0 ? hz / tok : 0, secs * 1e3, r->audio_s, rtf, rtf > 0 ? 1 / rtf : 0,
+	        st && sim_totals_find(&t, "cross_kv") && !sim_totals_find(&t, "cross_kv")->simulated ?
+	        " (cross_kv on the reference executor: not included)" : "");
+	cJSON *sim = rep ? cJSON_AddObjectToObject(rep, "sim") : NULL;
+	if (sim) {
+		cJSON_AddNumberToObject(sim, "clock_hz", hz);
+		cJSON_AddNumberToObject(sim, "cycles", round(total));
+		cJSON_AddNumberToObject(sim, "seconds", secs);
+		cJSON_AddNumberToObject(sim, "rtf", rtf);
+		cJSON_AddNumberToObject(sim, "cycles_per_window", round(win));
+		cJSON_AddNumberToObject(sim, "ms_per_window", win / hz * 1e3);
+		cJSON_AddNumberToObject(sim, "cycles_per_token", round(tok));
+		cJSON_AddNumberToObject(sim, "ms_per_token", tok / hz * 1e3);
+		cJSON_AddNumberToObject(sim, "tokens_per_s", tok > 0 ? hz / tok : 0);
+	}
+	sim_totals_print(&t, "run", sim ? cJSON_AddArrayToObject(sim, "programs") : NULL);
+	sim_totals_free(&t);
+}
+
 static int transcribe_one(Whisper *w, const WhisperVocab *v, const WhisperOptions *o, const TrArgs *a,
                           const char *file)
 {
+	for (int i = 0; i < whisper_program_count(w); i++)
+		program_stats_reset(whisper_program(w, i, NULL));
 	Diag d = {0};
 	float *x;
 	int64_t n;
@@ -285,8 +340,11 @@ static int transcribe_one(Whisper *w, const WhisperVocab *v, const WhisperOption
 	print_segments(segs, nseg, v, a->print_tokens);
 	print_report(wi, &rep, wall, file);
 	int ret = CMD_OK;
-	if (a->out) {
+	if (!a->out)
+		sim_report(w, &rep, NULL);
+	else {
 		cJSON *r = report_json(wi, &rep, wall, a->threads);
+		sim_report(w, &rep, r);
 		cJSON_AddItemToObject(r, "windows_sampled", sink.windows);
 		sink.windows = NULL;
 		if (transcript_write(a->out, (TranscriptFormat)transcript_format(a->out), segs, nseg, v, r, &d) != WL_OK)
