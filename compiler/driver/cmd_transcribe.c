@@ -248,6 +248,7 @@ static cJSON *report_json(const WhisperInfo *wi, const WhisperReport *r, double 
 	cJSON_AddNumberToObject(o, "steps_ms", round(r->step_ms * 1000) / 1000);
 	cJSON_AddNumberToObject(o, "prompt_tokens", r->prompt_tokens);
 	cJSON_AddNumberToObject(o, "sampled_tokens", r->sampled_tokens);
+	cJSON_AddNumberToObject(o, "steps", r->steps);
 	cJSON_AddNumberToObject(o, "tokens_per_s", r->step_ms > 0 ? 1e3 * r->sampled_tokens / (r->step_ms + r->prompt_ms) : 0);
 	cJSON_AddNumberToObject(o, "rtf", r->audio_s > 0 ? wall_ms / 1e3 / r->audio_s : 0);
 	return o;
