@@ -15,6 +15,7 @@
  *   cmd_compare.c    wlower compare (the per-tensor accuracy report)
  *   cmd_sweep.c      wlower sweep (hardware design-space exploration, ninja / Slurm)
  *   cmd_transcribe.c wlower transcribe (audio to text on a whisper pipeline)
+ *   sim_report.c     the simulated device's report (generate, transcribe on qc-*)
  *   options.c        the helpers below, shared by the commands
  *
  * main() calls cmd_X(argc - 1, argv + 1): argv[0] is the command's name
