@@ -3,7 +3,7 @@
  * of whisper.cpp's whisper-cli: segments with timestamps on stdout, -o FILE
  * as txt, srt, vtt or json, a report on stderr.
  *
- *   wlower transcribe AUDIO... (--pipeline PIPE_DIR | --model WHISPER_DIR --target ref|host)
+ *   wlower transcribe AUDIO... (--pipeline PIPE_DIR | --model WHISPER_DIR --target T)
  *                     [--language en] [--task transcribe|translate] [--no-timestamps] ...
  */
 #include <math.h>
@@ -18,7 +18,7 @@
 static const char CMD[] = "transcribe";
 
 static const char usage_transcribe[] =
-"usage: wlower transcribe AUDIO... (--pipeline PIPE_DIR | --model WHISPER_DIR --target ref|host)\n"
+"usage: wlower transcribe AUDIO... (--pipeline PIPE_DIR | --model WHISPER_DIR --target ref|host|qc-n|qc-p|qc-u)\n"
 "                         [options]\n"
 "\n"
 "Transcribes (or translates) speech with a Whisper pipeline: audio (any format libsndfile\n"
@@ -29,7 +29,10 @@ static const char usage_transcribe[] =
 "(qc-*: with --calibrate AUDIO or --tranges DIR; run on the bit-exact emulator). With\n"
 "--model, the pipeline is compiled on first use into a cache keyed by the sha256 of\n"
 "WHISPER_DIR's files, the target and the options ($WLOWER_CACHE, else\n"
-"$XDG_CACHE_HOME/wlower, else ~/.cache/wlower).\n"
+"$XDG_CACHE_HOME/wlower, else ~/.cache/wlower). --model takes the compile options --max-seq,\n"
+"--cpu (host), and for qc-*: --calibrate AUDIO (repeatable) [--calibrate-margin M] or\n"
+"--tranges DIR (one required), --cores, --ocm, --macs-per-pe, --clock, --ext-bw (the\n"
+"calibration clips and ranges are keyed by content).\n"
 "\n"
 "  --tokenizer FILE      Whisper's multilingual.tiktoken (default $WLOWER_WHISPER_TOKENIZER,\n"
 "                        else WHISPER_DIR/multilingual.tiktoken of the pipeline's model)\n"
@@ -65,6 +68,8 @@ static const char usage_transcribe[] =
 
 typedef struct TrArgs {
 	const char *pipeline, *model, *target, *cpu, *max_seq, *tokenizer, *language, *task, *prompt, *out, *dump;
+	const char *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw;   /* --model, qc-* */
+	OptList calibrate;
 	long max_tokens, threads, seed, beam;
 	double temperature;
 	bool no_ts, fallback, no_context, print_tokens;
@@ -77,6 +82,14 @@ static const OptSpec tr_opts[] = {
 	{"--target", NULL, OPT_STRING, O(target)},
 	{"--cpu", NULL, OPT_STRING, O(cpu)},
 	{"--max-seq", NULL, OPT_STRING, O(max_seq)},
+	{"--calibrate", NULL, OPT_LIST, O(calibrate)},
+	{"--calibrate-margin", NULL, OPT_STRING, O(margin)},
+	{"--tranges", NULL, OPT_STRING, O(tranges)},
+	{"--cores", NULL, OPT_STRING, O(cores)},
+	{"--ocm", NULL, OPT_STRING, O(ocm)},
+	{"--macs-per-pe", NULL, OPT_STRING, O(macs_per_pe)},
+	{"--clock", NULL, OPT_STRING, O(clock)},
+	{"--ext-bw", NULL, OPT_STRING, O(ext_bw)},
 	{"--tokenizer", NULL, OPT_STRING, O(tokenizer)},
 	{"--language", NULL, OPT_STRING, O(language)},
 	{"--task", NULL, OPT_STRING, O(task)},
@@ -152,19 +165,44 @@ static int on_mel(void *ctx, int win, const RTensor *mel, Diag *d)
 }
 
 /* --model: the cached pipeline folder (sha256 of the export's files, the
- * target and the options), compiled first when absent or invalid. */
+ * target, the options, the calibration clips or ranges by content),
+ * compiled first when absent or invalid. */
 static int cached_pipeline(const TrArgs *a, char *dir, size_t n)
 {
 	static const char *files[] = {"config.json", "encoder_model.onnx", "decoder_model.onnx",
 	                              "decoder_with_past_model.onnx", "encoder_model.onnx.data", "decoder_model.onnx.data",
 	                              "decoder_with_past_model.onnx.data"};
-	char root[2048], key[65], txt[4096];
+	static const char *const tr_progs[] = {"mel", "encoder", "step"};
+	const char *opts[48] = {"--max-seq", a->max_seq, "--cpu", a->cpu, "--calibrate-margin", a->margin,
+	                        "--tranges", a->tranges, "--cores", a->cores, "--ocm", a->ocm, "--macs-per-pe",
+	                        a->macs_per_pe, "--clock", a->clock, "--ext-bw", a->ext_bw};
+	int nopts = 18;
+	char root[2048], key[65], txt[8192];
 	Diag d = {0};
 	int rc = cmd_cache_root(CMD, root, sizeof root);
 	if (rc != CMD_OK)
 		return rc;
-	size_t len = (size_t)snprintf(txt, sizeof txt, "wlower %s\nwhisper\ntarget %s\nmax-seq %s\ncpu %s\n",
-	                              WLOWER_VERSION, a->target, a->max_seq ? a->max_seq : "-", a->cpu ? a->cpu : "-");
+	size_t len = (size_t)snprintf(txt, sizeof txt, "wlower %s\nwhisper\ntarget %s\n", WLOWER_VERSION, a->target);
+	for (int i = 0; i < nopts; i += 2)
+		len += (size_t)snprintf(txt + len, sizeof txt - len, "%s %s\n", opts[i], opts[i + 1] ? opts[i + 1] : "-");
+	char extra[3 + 8][4096];
+	int nx = 0;
+	for (int i = 0; i < a->calibrate.n; i++) {
+		snprintf(extra[nx++], sizeof extra[0], "%s", a->calibrate.v[i]);
+		opts[nopts++] = "--calibrate";
+		opts[nopts++] = a->calibrate.v[i];
+	}
+	for (int i = 0; a->tranges && i < 3; i++) {
+		snprintf(extra[nx], sizeof extra[0], "%s/%s.tranges", a->tranges, tr_progs[i]);
+		if (access(extra[nx], F_OK) == 0)     /* else compiling names the missing file */
+			nx++;
+	}
+	for (int i = 0; i < nx; i++) {
+		char hex[65];
+		if (file_sha256_hex(extra[i], hex, &d) != WL_OK)
+			return cmd_error(CMD, &d);
+		len += (size_t)snprintf(txt + len, sizeof txt - len, "%s %s\n", i < a->calibrate.n ? "clip" : "tranges", hex);
+	}
 	for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
 		char path[4096], hex[65];
 		snprintf(path, sizeof path, "%s/%s", a->model, files[i]);
@@ -182,8 +220,7 @@ static int cached_pipeline(const TrArgs *a, char *dir, size_t n)
 	}
 	sha256_hex(txt, len, key);
 	snprintf(dir, n, "%s/pipelines/%.24s-whisper-%s", root, key, a->target);
-	const char *opts[] = {"--max-seq", a->max_seq, "--cpu", a->cpu};
-	return cmd_cached_pipeline(CMD, "whisper", a->model, a->target, dir, opts, 4);
+	return cmd_cached_pipeline(CMD, "whisper", a->model, a->target, dir, opts, nopts);
 }
 
 /* The tokenizer file: --tokenizer, $WLOWER_WHISPER_TOKENIZER, or the
@@ -391,10 +428,24 @@ int cmd_transcribe(int argc, char **argv)
 		rc = cmd_usage(CMD, "%s", "no audio file given");
 	if (rc == CMD_OK && !a.pipeline == !a.model)
 		rc = cmd_usage(CMD, "%s", "give --pipeline PIPE_DIR or --model WHISPER_DIR --target T (one of them)");
-	if (rc == CMD_OK && a.model && (!a.target || (strcmp(a.target, "ref") && strcmp(a.target, "host"))))
-		rc = cmd_usage(CMD, "%s", "--model needs --target ref|host");
-	if (rc == CMD_OK && a.pipeline && (a.target || a.max_seq || a.cpu))
-		rc = cmd_usage(CMD, "%s", "--target, --max-seq and --cpu go with --model, not --pipeline");
+	bool qc = a.target && strncmp(a.target, "qc-", 3) == 0;
+	const char *qc_opt = a.calibrate.n ? "--calibrate" : a.margin ? "--calibrate-margin" : a.tranges ? "--tranges" :
+	                     a.cores ? "--cores" : a.ocm ? "--ocm" : a.macs_per_pe ? "--macs-per-pe" : a.clock ? "--clock" :
+	                     a.ext_bw ? "--ext-bw" : NULL;
+	if (rc == CMD_OK && a.model && (!a.target || (strcmp(a.target, "ref") && strcmp(a.target, "host") &&
+	                                              strcmp(a.target, "qc-n") && strcmp(a.target, "qc-p") &&
+	                                              strcmp(a.target, "qc-u"))))
+		rc = cmd_usage(CMD, "%s", "--model needs --target ref|host|qc-n|qc-p|qc-u");
+	if (rc == CMD_OK && a.pipeline && (a.target || a.max_seq || a.cpu || qc_opt))
+		rc = cmd_usage(CMD, "%s", "--target, --max-seq, --cpu, --calibrate, --tranges and the hardware options go "
+		               "with --model, not --pipeline");
+	if (rc == CMD_OK && a.model && !qc && qc_opt)
+		rc = cmd_usage(CMD, "%s is for --target qc-n|qc-p|qc-u", qc_opt);
+	if (rc == CMD_OK && a.model && qc && !a.calibrate.n == !a.tranges)
+		rc = cmd_usage(CMD, "--model with --target %s needs --calibrate AUDIO (repeatable) or --tranges DIR (one "
+		               "of them)", a.target);
+	if (rc == CMD_OK && a.calibrate.n > 8)
+		rc = cmd_usage(CMD, "%s", "--calibrate: 8 clips at most with --model (compile the pipeline for more)");
 	if (rc == CMD_OK && a.beam > 1)
 		rc = cmd_usage(CMD, "--beam-size %ld: beam search is not implemented (greedy only: --beam-size 1)", a.beam);
 	if (rc == CMD_OK && strcmp(a.task, "transcribe") && strcmp(a.task, "translate"))
@@ -410,6 +461,7 @@ int cmd_transcribe(int argc, char **argv)
 		rc = tokenizer_path(&a, tok, sizeof tok);
 	if (rc != CMD_OK) {
 		free(audio);
+		opt_free_lists(tr_opts, &a);
 		return rc;
 	}
 	if (!a.threads)
@@ -421,6 +473,7 @@ int cmd_transcribe(int argc, char **argv)
 	    vocab_read(tok, whisper_info(w)->vocab, &v, &d) != WL_OK) {
 		whisper_close(w);
 		free(audio);
+		opt_free_lists(tr_opts, &a);
 		return cmd_error(CMD, &d);
 	}
 	const WhisperInfo *wi = whisper_info(w);
@@ -443,5 +496,6 @@ int cmd_transcribe(int argc, char **argv)
 	vocab_free(v);
 	whisper_close(w);
 	free(audio);
+	opt_free_lists(tr_opts, &a);
 	return rc;
 }

@@ -221,6 +221,19 @@ def qc_case(W, t, work, export, clip, pcm, full):
         open(os.path.join(pipe, n, "module.cpp"), "rb").read() == open(os.path.join(pipe2, n, "module.cpp"), "rb").read()
         for n in ("mel", "encoder", "step"))
     t.check("qc-p --tranges PIPE: the same mel, encoder and step modules", same, r.stderr.strip()[-300:])
+    # transcribe --model EXPORT --target qc-p: compiled into $WLOWER_CACHE with the hardware options and ranges
+    mj = os.path.join(work, "model-qc-p.json")
+    menv = dict(env, WLOWER_CACHE=os.path.join(work, "wcache"))
+    shutil.rmtree(menv["WLOWER_CACHE"], ignore_errors=True)
+    r = run([W, "transcribe", clip, "--model", export, "--target", "qc-p", "--cores", "4", "--ocm", "32MB",
+             "--tranges", pipe, "--tokenizer", TOK, "--threads", "1", "--max-tokens", "24", "-o", mj], env=menv)
+    got = json.load(open(mj))["report"]["windows_sampled"] if r.returncode == 0 else None
+    want = json.load(open(os.path.join(work, "out-qc-p.json")))["report"]["windows_sampled"]
+    t.check("transcribe --model --target qc-p --tranges: compiled on first use, the same ids",
+            got == want and "compiling" in r.stderr, r.stderr.strip()[-300:])
+    r = run([W, "transcribe", clip, "--model", export, "--target", "qc-p", "--tokenizer", TOK], env=menv)
+    ok, det = one_line_error(r, 2, "--calibrate AUDIO (repeatable) or --tranges DIR")
+    t.check("transcribe --model --target qc-p without ranges: usage error", ok, det)
 
 
 def main():
