@@ -76,12 +76,17 @@ static const char usage_main[] =
 "                        options as below)\n"
 "  --prefill-rows N      --pipeline llm: prompt rows per run of the prefill program\n"
 "                        (default min(16, max_seq))\n"
-"  --pipeline whisper --target ref|host -o PIPE_DIR\n"
+"  --pipeline whisper --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR\n"
 "                        MODEL is a Whisper folder (Optimum layout); the programs of\n"
 "                        'wlower transcribe' (mel, encoder, cross_kv, step) into PIPE_DIR\n"
-"  --calibrate PROMPTS.txt  qc-*: ranges from float decoding (ref) from each prompt (one\n"
-"                        a line, comma-separated ids) to max_seq: every tensor at every\n"
+"                        (qc-*: mel, encoder and step on Chimera, cross_kv on the\n"
+"                        reference executor: no CCL kernel for its Reshape/Transpose)\n"
+"  --calibrate PROMPTS.txt  llm, qc-*: ranges from float decoding (ref) from each prompt\n"
+"                        (one a line, comma-separated ids) to max_seq: every tensor at every\n"
 "                        position, the KV cache included; kept as PIPE_DIR/<program>.tranges\n"
+"  --calibrate AUDIO     whisper, qc-* (repeatable: one clip each): the float pipeline\n"
+"                        transcribes each clip (greedy, timestamps); every tensor of every\n"
+"                        program at every window and decoding step is recorded\n"
 "  --calibrate-margin M  widen those ranges M times (default 2: one guard bit; 1: as recorded):\n"
 "                        later prompts go beyond a trace, and a saturated store at one\n"
 "                        position corrupts the KV cache for every later one\n"
@@ -120,11 +125,12 @@ static int bad_input(const Diag *d)
 }
 
 typedef struct Options {
-	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline, *calibrate;
+	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline;
 	long cores, macs_per_pe, threads, prefill_rows;
 	double ocm, clock, ext_bw, calibrate_margin;
 	bool print_weights, external_data, list_passes, list_ops, stats, print_fracbits;
 	OptList dims;                  /* --dim NAME=N, each occurrence */
+	OptList calibrate;             /* --calibrate FILE, each occurrence */
 	bool seen[48];                 /* per row of compile_opts: given */
 	PipelineOptions pipe;
 } Options;
@@ -154,7 +160,7 @@ static const OptSpec compile_opts[] = {
 	{"--split-lm-head", NULL, OPT_STRING, O(pipe.fuse.split_lm_head)},
 	{"--dim", NULL, OPT_LIST, O(dims)},
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
-	{"--calibrate", NULL, OPT_STRING, O(calibrate)},
+	{"--calibrate", NULL, OPT_LIST, O(calibrate)},
 	{"--calibrate-margin", NULL, OPT_REAL, O(calibrate_margin), 1, 16, false, "%s: '%s' is not 1..16"},
 	{"--kv-step", NULL, OPT_FLAG, O(pipe.canon.kv_step)},
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
@@ -342,8 +348,8 @@ static int target_options(Options *o, TargetKind kind, TargetOptions *out)
 	}
 	if (!o->out)
 		return cmd_usage(NULL, "--target %s needs -o DIR", o->target);
-	if (o->calibrate && !o->pipeline)
-		return cmd_usage(NULL, "%s", "--calibrate PROMPTS.txt goes with --pipeline llm (a plain model: 'wlower calibrate')");
+	if (o->calibrate.n && !o->pipeline)
+		return cmd_usage(NULL, "%s", "--calibrate goes with --pipeline llm|whisper (a plain model: 'wlower calibrate')");
 	if (chimera && !o->tranges && !o->pipeline)
 		return cmd_usage(NULL, "--target %s needs --tranges FILE (from 'wlower calibrate')", o->target);
 	if (!chimera && (o->tranges || o->print_fracbits))
@@ -375,7 +381,7 @@ static int compile_target(Options *o, TargetKind kind)
 	bool chimera = kind != TARGET_HOST;
 	if (o->pipeline) {
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = o->target, .out = o->out,
-		                   .to = &to, .pipe = &o->pipe, .calibrate = o->calibrate, .tranges_dir = o->tranges,
+		                   .to = &to, .pipe = &o->pipe, .calibrate = o->calibrate.v, .ncalibrate = o->calibrate.n, .tranges_dir = o->tranges,
 		                   .calibrate_margin = o->calibrate_margin, .prefill_rows = o->prefill_rows};
 		return cmd_compile_pipeline(&pa);
 	}
@@ -458,12 +464,12 @@ static int dispatch(Options *o)
 	}
 	if (!o->model)
 		return cmd_usage(NULL, "%s", "no model given");
-	if (given(o, "--calibrate-margin") && !o->calibrate)
+	if (given(o, "--calibrate-margin") && !o->calibrate.n)
 		return cmd_usage(NULL, "%s", "--calibrate-margin goes with --calibrate");
 	if (o->pipeline && o->target && strcmp(o->target, "ref") == 0) {
 		if (first_given(o, chimera_only) || first_given(o, host_only) || !o->out)
 			return cmd_usage(NULL, "%s", "--target ref takes no hardware options and needs -o DIR");
-		if (o->calibrate || o->tranges)
+		if (o->calibrate.n || o->tranges)
 			return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float)");
 		TargetOptions to = {.target_name = "ref", .model_path = o->model, .fuse = o->pipe.fuse,
 		                    .t_start_ms = wl_now_ms()};
@@ -483,8 +489,8 @@ static int dispatch(Options *o)
 		return cmd_usage(NULL, "%s", "the hardware options (--cores, --ocm, ..., --cpu, --threads) need --target");
 	if (o->print_fracbits && !o->tranges)
 		return cmd_usage(NULL, "%s", "--print-fracbits needs --tranges FILE");
-	if (o->calibrate)
-		return cmd_usage(NULL, "%s", "--calibrate PROMPTS.txt goes with --pipeline llm --target qc-*");
+	if (o->calibrate.n)
+		return cmd_usage(NULL, "%s", "--calibrate goes with --pipeline llm|whisper --target qc-*");
 	/* Without --target, --tranges runs the numerics group in the pipeline
 	 * (e.g. --stop-after=assign-fracbits --print-fracbits to see the formats). */
 	o->pipe.numerics.tranges_path = o->tranges;

@@ -192,7 +192,6 @@ static cJSON *ids_json(const int64_t *ids, int n)
 
 /* Tokens/s per rep: prompt processing (np ids) and generation (ids read by
  * the generation steps: generated - 1). */
-typedef struct SimTotals SimTotals;
 static void sim_report(Llm *l, const SimTotals *t, cJSON *rep);
 
 static void report(Llm *l, const SimTotals *sim, bool sim_on, const LlmReport *reps, int nrep, const GenArgs *a,
@@ -348,101 +347,36 @@ static int cached_pipeline(const GenArgs *a, char *dir, size_t n)
 
 /* ---------------------------------------------------------------- the simulated device (qc-*) */
 
-typedef struct SimProg {
-	const char *name;
-	uint64_t cycles_per_run, saturated;
-	int runs, nsat;            /* runs, runs with a saturated store */
-	const char *first_kernel;  /* the first kernel that saturated */
-	cJSON *sat_runs;           /* [[run, count], ...] */
-} SimProg;
-
-struct SimTotals {
-	bool on;
-	double clock_hz, cycles_per_token;
-	int nprog;
-	SimProg prog[8];
-};
-
-/* After the first repetition: what the programs cost on the device. A
- * generated token costs one step run and one lm_head run (the prefill's
- * runs are the prompt's). */
+/* After the first repetition: what the programs cost on the device
+ * (sim_report.c). */
 static void sim_totals(Llm *l, SimTotals *t)
 {
-	memset(t, 0, sizeof *t);
-	double cycles = 0;
-	for (int i = 0; i < llm_program_count(l) && i < 8; i++) {
-		SimProg *sp = &t->prog[t->nprog++];
-		const ProgramStats *st = program_stats(llm_program(l, i, &sp->name));
-		if (!st->cycles_per_run)
-			continue;
-		t->on = true;
-		t->clock_hz = st->clock_hz;
-		sp->cycles_per_run = st->cycles_per_run;
-		sp->runs = st->runs;
-		sp->first_kernel = st->first_saturated_kernel;
-		if (strcmp(sp->name, "prefill") != 0)
-			cycles += (double)st->cycles_per_run;
-		sp->sat_runs = cJSON_CreateArray();
-		for (int r = 0; st->saturated && r < st->runs; r++) {
-			sp->saturated += st->saturated[r];
-			if (!st->saturated[r])
-				continue;
-			sp->nsat++;
-			cJSON *e = cJSON_CreateArray();
-			cJSON_AddItemToArray(e, cJSON_CreateNumber(r));
-			cJSON_AddItemToArray(e, cJSON_CreateNumber((double)st->saturated[r]));
-			cJSON_AddItemToArray(sp->sat_runs, e);
-		}
-	}
-	t->cycles_per_token = cycles;
+	Program *progs[SIM_MAX_PROGRAMS];
+	const char *names[SIM_MAX_PROGRAMS];
+	int n = 0;
+	for (int i = 0; i < llm_program_count(l) && n < SIM_MAX_PROGRAMS; i++, n++)
+		progs[n] = llm_program(l, i, &names[n]);
+	sim_totals_collect(t, progs, names, n);
 }
 
 /* The simulated part of the report on stderr, and into the JSON report. */
 static void sim_report(Llm *l, const SimTotals *t, cJSON *rep)
 {
-	double ms = t->cycles_per_token / t->clock_hz * 1e3;
+	double cycles_per_token = 0;      /* one step run and one lm_head run (the prefill's are the prompt's) */
+	for (int i = 0; i < t->nprog; i++)
+		if (strcmp(t->prog[i].name, "prefill") != 0)
+			cycles_per_token += (double)t->prog[i].cycles_per_run;
+	double ms = cycles_per_token / t->clock_hz * 1e3;
 	fprintf(stderr, "simulated (%s, cost model): %.0f cycles per token, %.4g ms per token at %.3f GHz, "
-	        "%.2f tokens/s\n", llm_info(l)->target, t->cycles_per_token, ms, t->clock_hz / 1e9, ms > 0 ? 1e3 / ms : 0);
+	        "%.2f tokens/s\n", llm_info(l)->target, cycles_per_token, ms, t->clock_hz / 1e9, ms > 0 ? 1e3 / ms : 0);
 	cJSON *sim = rep ? cJSON_AddObjectToObject(rep, "sim") : NULL;
 	if (sim) {
 		cJSON_AddNumberToObject(sim, "clock_hz", t->clock_hz);
-		cJSON_AddNumberToObject(sim, "cycles_per_token", round(t->cycles_per_token));
+		cJSON_AddNumberToObject(sim, "cycles_per_token", round(cycles_per_token));
 		cJSON_AddNumberToObject(sim, "ms_per_token", ms);
 		cJSON_AddNumberToObject(sim, "tokens_per_s", ms > 0 ? 1e3 / ms : 0);
 	}
-	cJSON *progs = sim ? cJSON_AddArrayToObject(sim, "programs") : NULL;
-	for (int i = 0; i < t->nprog; i++) {
-		const SimProg *sp = &t->prog[i];
-		fprintf(stderr, "program '%s': %llu cycles per run, %d runs; saturated fixed-point stores: %llu",
-		        sp->name, (unsigned long long)sp->cycles_per_run, sp->runs, (unsigned long long)sp->saturated);
-		if (sp->nsat) {
-			fprintf(stderr, " at %d of %d positions (position:count", sp->nsat, sp->runs);
-			int k = 0;
-			const cJSON *e;
-			cJSON_ArrayForEach(e, sp->sat_runs)
-				if (k++ < 8)
-					fprintf(stderr, " %d:%d", cJSON_GetArrayItem(e, 0)->valueint, cJSON_GetArrayItem(e, 1)->valueint);
-			fprintf(stderr, "%s; first in kernel '%s'); recalibrate on more prompts or with a wider "
-			        "--calibrate-margin", sp->nsat > 8 ? " ..." : "", sp->first_kernel);
-		}
-		fputc('\n', stderr);
-		program_print_report(llm_program(l, i, NULL), stderr);
-		if (progs) {
-			cJSON *p = cJSON_CreateObject();
-			cJSON_AddStringToObject(p, "name", sp->name);
-			cJSON_AddNumberToObject(p, "cycles_per_run", (double)sp->cycles_per_run);
-			cJSON_AddNumberToObject(p, "runs", sp->runs);
-			cJSON_AddNumberToObject(p, "saturated", (double)sp->saturated);
-			cJSON_AddItemToObject(p, "saturated_per_position", cJSON_Duplicate(sp->sat_runs, 1));
-			cJSON_AddItemToArray(progs, p);
-		}
-	}
-}
-
-static void sim_totals_free(SimTotals *t)
-{
-	for (int i = 0; i < t->nprog; i++)
-		cJSON_Delete(t->prog[i].sat_runs);
+	sim_totals_print(t, "position", sim ? cJSON_AddArrayToObject(sim, "programs") : NULL);
 }
 
 static int generate(const GenArgs *a, const int64_t *prompt, int np, const Tokenizer *tok)

@@ -418,70 +418,48 @@ static int read_prompts(const char *file, Prompts *ps, Diag *d)
 	return rc;
 }
 
-/* --calibrate: the ref pipeline in dir/.calibrate, greedy decoding from
- * every prompt to max_seq observed, the ranges as dir/<program>.tranges. */
-static int calibrate(const PipelineArgs *pa, const char *dir, Diag *d)
+int calib_programs_observe(CalibPrograms *cp, Diag *d)
 {
-	Prompts ps;
-	if (read_prompts(pa->calibrate, &ps, d) != WL_OK)
-		return WL_ERR;
-	char cdir[4096];
-	snprintf(cdir, sizeof cdir, "%s/.calibrate", dir);
-	TargetOptions to = {.target_name = "ref", .model_path = pa->src, .fuse = pa->pipe->fuse, .t_start_ms = wl_now_ms()};
-	PipelineArgs ra = *pa;
-	ra.ref = true;
-	ra.target = "ref";
-	ra.to = &to;
-	ra.calibrate = ra.tranges_dir = NULL;
-	Llm *l = NULL;
-	Calib *cal[8] = {0};
-	int rc = mkdir_p(cdir, d);
-	rc = rc ?: build_pipeline(&ra, cdir, wl_now_ms(), d);
-	rc = rc ?: llm_open(cdir, cmd_default_threads(), &l, d);
-	int np = rc == WL_OK ? llm_program_count(l) : 0;
-	WL_ASSERT(np <= 8);
-	for (int i = 0; rc == WL_OK && i < np; i++) {
-		cal[i] = calib_new(false);
-		rc = program_observe(llm_program(l, i, NULL), calib_observe, cal[i], d);
+	for (int i = 0; i < cp->n; i++) {
+		cp->cal[i] = calib_new(false);
+		if (program_observe(cp->prog[i], calib_observe, cp->cal[i], d) != WL_OK)
+			return WL_ERR;
 	}
-	bool tty = isatty(2);
-	double t0 = wl_now_ms();
-	int64_t *out = NULL;
-	for (int k = 0; rc == WL_OK && k < ps.count; k++) {
-		const LlmInfo *li = llm_info(l);
-		int max_new = li->max_seq - ps.n[k];
-		if (max_new < 1) {
-			rc = diag_fail(d, "%s:%d: the prompt has %d ids; max_seq %d leaves no position to generate",
-			               pa->calibrate, ps.line[k], ps.n[k], li->max_seq);
-			break;
-		}
-		if (!(out = realloc(out, (size_t)max_new * sizeof *out)))
-			wl_die(__FILE__, __LINE__, "out of memory");
-		int nout;
-		LlmReport rep;
-		rc = llm_generate(l, ps.ids[k], ps.n[k], max_new, -1, NULL, out, &nout, NULL, NULL, &rep, d);
-		free(rep.step_ms);
-		if (rc != WL_OK) {
-			diag_prefix(d, "%s:%d: ", pa->calibrate, ps.line[k]);
-			break;
-		}
-		if (tty)
-			fprintf(stderr, "\rcalibrate: prompt %d/%d, %.1f s", k + 1, ps.count, (wl_now_ms() - t0) / 1e3);
-	}
-	if (tty)
-		fputc('\n', stderr);
-	free(out);
-	for (int i = 0; rc == WL_OK && i < np; i++) {
-		const char *name;
-		Program *p = llm_program(l, i, &name);
+	return WL_OK;
+}
+
+void calib_programs_free(CalibPrograms *cp)
+{
+	for (int i = 0; i < cp->n; i++)
+		calib_free(cp->cal[i]);
+	memset(cp, 0, sizeof *cp);
+}
+
+static bool listed(const char *const *keep, const char *name)
+{
+	for (; *keep; keep++)
+		if (strcmp(*keep, name) == 0)
+			return true;
+	return false;
+}
+
+int calib_programs_write(const PipelineArgs *pa, CalibPrograms *cp, const char *dir, const char *const *keep,
+                         const char *what, Diag *d)
+{
+	int rc = WL_OK;
+	for (int i = 0; rc == WL_OK && i < cp->n; i++) {
+		const char *name = cp->name[i];
+		if (!listed(keep, name))
+			continue;
+		Program *p = cp->prog[i];
 		CalibReport cr;
-		TRanges *tr = calib_collect(cal[i], program_module(p), name, program_stats(p)->runs, 100, &cr);
+		TRanges *tr = calib_collect(cp->cal[i], program_module(p), name, program_stats(p)->runs, 100, &cr);
 		if (cr.n_all_nan)
 			rc = diag_fail(d, "%s: program '%s': tensor '%s' is NaN at every position: no range can be built",
-			               pa->calibrate, name, cr.all_nan);
+			               what, name, cr.all_nan);
 		else if (cr.n_inf)
 			rc = diag_fail(d, "%s: program '%s': tensors hold infinities (%s): no fixed-point format fits",
-			               pa->calibrate, name, cr.inf_names);
+			               what, name, cr.inf_names);
 		double m = pa->calibrate_margin > 0 ? pa->calibrate_margin : 2;
 		for (int k = 0; k < tr->n; k++) {
 			tr->r[k].min = fmax(tr->r[k].min * m, -FLT_MAX);
@@ -492,10 +470,83 @@ static int calibrate(const PipelineArgs *pa, const char *dir, Diag *d)
 		rc = rc ?: tranges_write(path, tr, d);
 		tranges_free(tr);
 	}
-	for (int i = 0; i < np; i++)
-		calib_free(cal[i]);
+	return rc;
+}
+
+static const char *const llm_qc_programs[] = {"prefill", "step", "lm_head", NULL};
+
+/* llm: greedy decoding from every prompt of PROMPTS.txt to max_seq on the
+ * ref pipeline in cdir, observed; the ranges into dir. */
+static int llm_calibrate(const PipelineArgs *pa, const char *cdir, const char *dir, Diag *d)
+{
+	if (pa->ncalibrate != 1)
+		return diag_fail(d, "--pipeline llm takes one --calibrate PROMPTS.txt (got %d)", pa->ncalibrate);
+	const char *file = pa->calibrate[0];
+	Prompts ps;
+	if (read_prompts(file, &ps, d) != WL_OK)
+		return WL_ERR;
+	Llm *l = NULL;
+	CalibPrograms cp = {0};
+	int rc = llm_open(cdir, cmd_default_threads(), &l, d);
+	for (int i = 0; rc == WL_OK && i < llm_program_count(l); i++) {
+		WL_ASSERT(cp.n < SIM_MAX_PROGRAMS);
+		cp.prog[cp.n] = llm_program(l, i, &cp.name[cp.n]);
+		cp.n++;
+	}
+	rc = rc ?: calib_programs_observe(&cp, d);
+	bool tty = isatty(2);
+	double t0 = wl_now_ms();
+	int64_t *out = NULL;
+	for (int k = 0; rc == WL_OK && k < ps.count; k++) {
+		const LlmInfo *li = llm_info(l);
+		int max_new = li->max_seq - ps.n[k];
+		if (max_new < 1) {
+			rc = diag_fail(d, "%s:%d: the prompt has %d ids; max_seq %d leaves no position to generate",
+			               file, ps.line[k], ps.n[k], li->max_seq);
+			break;
+		}
+		if (!(out = realloc(out, (size_t)max_new * sizeof *out)))
+			wl_die(__FILE__, __LINE__, "out of memory");
+		int nout;
+		LlmReport rep;
+		rc = llm_generate(l, ps.ids[k], ps.n[k], max_new, -1, NULL, out, &nout, NULL, NULL, &rep, d);
+		free(rep.step_ms);
+		if (rc != WL_OK) {
+			diag_prefix(d, "%s:%d: ", file, ps.line[k]);
+			break;
+		}
+		if (tty)
+			fprintf(stderr, "\rcalibrate: prompt %d/%d, %.1f s", k + 1, ps.count, (wl_now_ms() - t0) / 1e3);
+	}
+	if (tty)
+		fputc('\n', stderr);
+	free(out);
+	rc = rc ?: calib_programs_write(pa, &cp, dir, llm_qc_programs, file, d);
+	calib_programs_free(&cp);
 	llm_close(l);
 	prompts_free(&ps);
+	return rc;
+}
+
+/* --calibrate: the ref pipeline in dir/.calibrate (the same fusion as the
+ * qc programs, so the same tensor names), run by the kind's driver with
+ * every program observed; the ranges as dir/<program>.tranges. */
+static int calibrate(const PipelineArgs *pa, const char *dir, Diag *d)
+{
+	char cdir[4096];
+	snprintf(cdir, sizeof cdir, "%s/.calibrate", dir);
+	TargetOptions to = {.target_name = "ref", .model_path = pa->src, .fuse = pa->pipe->fuse, .t_start_ms = wl_now_ms()};
+	PipelineArgs ra = *pa;
+	ra.ref = true;
+	ra.target = "ref";
+	ra.to = &to;
+	ra.calibrate = NULL;
+	ra.ncalibrate = 0;
+	ra.tranges_dir = NULL;
+	int rc = mkdir_p(cdir, d);
+	rc = rc ?: build_pipeline(&ra, cdir, wl_now_ms(), d);
+	if (rc == WL_OK)
+		rc = strcmp(pa->kind, "whisper") == 0 ? whisper_calibrate(pa, cdir, dir, d) : llm_calibrate(pa, cdir, dir, d);
 	remove_tree(cdir);
 	return rc;
 }
@@ -503,8 +554,8 @@ static int calibrate(const PipelineArgs *pa, const char *dir, Diag *d)
 /* --tranges DIR: DIR/<program>.tranges read (checked) and written into dir. */
 static int copy_tranges(const PipelineArgs *pa, const char *dir, Diag *d)
 {
-	static const char *const programs[] = {"prefill", "step", "lm_head"};
-	for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
+	const char *const *programs = strcmp(pa->kind, "whisper") == 0 ? whisper_qc_programs : llm_qc_programs;
+	for (size_t i = 0; programs[i]; i++) {
 		char src[4200], dst[4200];
 		snprintf(src, sizeof src, "%s/%s.tranges", pa->tranges_dir, programs[i]);
 		snprintf(dst, sizeof dst, "%s/%s.tranges", dir, programs[i]);
@@ -526,17 +577,20 @@ int cmd_compile_pipeline(const PipelineArgs *pa)
 	if (strcmp(pa->kind, "llm") != 0 && !whisper)
 		return cmd_usage(NULL, "--pipeline: unknown kind '%s' (llm, whisper)", pa->kind);
 	bool qc = !pa->ref && pa->to->kind != TARGET_HOST;
-	if (qc && !pa->calibrate == !pa->tranges_dir)
-		return cmd_usage(NULL, "--pipeline with --target %s needs --calibrate PROMPTS.txt or --tranges DIR (one of "
-		                 "them: the ranges of every tensor of every program)", pa->target);
-	if (!qc && (pa->calibrate || pa->tranges_dir))
+	if (qc && !pa->ncalibrate == !pa->tranges_dir)
+		return cmd_usage(NULL, "--pipeline %s with --target %s needs --calibrate %s or --tranges DIR (one of "
+		                 "them: the ranges of every tensor of every program)", pa->kind, pa->target,
+		                 whisper ? "AUDIO" : "PROMPTS.txt");
+	if (!whisper && pa->ncalibrate > 1)
+		return cmd_usage(NULL, "--pipeline llm takes one --calibrate PROMPTS.txt (%d given)", pa->ncalibrate);
+	if (!qc && (pa->ncalibrate || pa->tranges_dir))
 		return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float)");
 	double t0 = wl_now_ms();
 	char *tmp = NULL;
 	if (outdir_begin(pa->out, &tmp, &d) != WL_OK)
 		return cmd_error(NULL, &d);
 	int rc = WL_OK;
-	if (pa->calibrate)
+	if (pa->ncalibrate)
 		rc = calibrate(pa, tmp, &d);
 	else if (pa->tranges_dir)
 		rc = copy_tranges(pa, tmp, &d);

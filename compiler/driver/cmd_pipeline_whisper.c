@@ -27,6 +27,17 @@
  * final norm and LM head are in step (no lm_head program), and the greedy
  * choice is made by the runtime after the timestamp rules.
  *
+ * qc-n|qc-p|qc-u: mel, encoder and step compiled for Chimera with the ranges
+ * of --calibrate AUDIO (repeatable; whisper_calibrate: the float pipeline
+ * transcribes each clip, greedy with timestamps, up to text_ctx/2 tokens per
+ * window, every tensor of every program observed at every window and step)
+ * or --tranges DIR. The step's length mask stays a mask: kv-step-mask makes
+ * it GroupQueryAttention's int64 attention_mask input (a key with mask 0
+ * gets weight exactly 0 inside the kernel), so no -inf reaches a range.
+ * cross_kv stays on the reference executor (its Reshape/Transpose have no
+ * CCL kernel; it runs once per window); pipeline.json says so in
+ * "whisper"."notes".
+ *
  * pipeline.json "whisper": the dims, the special token ids of Whisper's
  * multilingual vocabulary (by position from the vocab size: 51865 for
  * tiny..large-v2, 51866 for large-v3), and "host_contract" (audio framing,
@@ -37,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "compiler/driver/commands.h"
 #include "runtime/pipelines/pipeline.h"
 #include "targets/target.h"
@@ -182,6 +194,10 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 	for (int i = 0; i < 9; i++)
 		cJSON_AddNumberToObject(w, keys[i], (double)vals[i]);
 	add_tokens(w, c.vocab);
+	if (!pa->ref && pa->to->kind != TARGET_HOST)
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(w, "notes"), "cross_kv",
+		                        "runner ref: its Reshape/Transpose have no CCL kernel; it runs once per window, "
+		                        "not simulated (not in the simulated cycles)");
 	add_contract(root, &c, S);
 	cJSON *programs = cJSON_AddArrayToObject(root, "programs");
 	PipelineOptions base = *pa->pipe, mel = base, stp = base;
@@ -212,4 +228,45 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 	    pipeline_compile_module(&astep, m, step, step_dims, 4, "step", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
 	return WL_OK;
+}
+
+const char *const whisper_qc_programs[] = {"mel", "encoder", "step", NULL};
+
+int whisper_calibrate(const PipelineArgs *pa, const char *cdir, const char *dir, Diag *d)
+{
+	Whisper *w = NULL;
+	if (whisper_open(cdir, cmd_default_threads(), &w, d) != WL_OK)
+		return WL_ERR;
+	CalibPrograms cp = {0};
+	for (int i = 0; i < whisper_program_count(w); i++) {
+		cp.prog[cp.n] = whisper_program(w, i, &cp.name[cp.n]);
+		cp.n++;
+	}
+	const WhisperInfo *wi = whisper_info(w);
+	WhisperOptions o = {.language = wi->first_language, .task = wi->transcribe, .timestamps = true,
+	                    .max_tokens = wi->text_ctx / 2, .condition_on_previous = true};
+	int rc = calib_programs_observe(&cp, d);
+	bool tty = isatty(2);
+	double t0 = wl_now_ms();
+	for (int k = 0; rc == WL_OK && k < pa->ncalibrate; k++) {
+		const char *clip = pa->calibrate[k];
+		float *x = NULL;
+		int64_t n = 0;
+		WhisperSegment *segs = NULL;
+		int nseg = 0;
+		WhisperReport rep;
+		rc = audio_read_mono(clip, 16000, &x, &n, d);
+		if (rc == WL_OK && (rc = whisper_transcribe(w, x, n, &o, &segs, &nseg, NULL, NULL, NULL, &rep, d)) != WL_OK)
+			diag_prefix(d, "%s: ", clip);
+		free(x);
+		whisper_segments_free(segs, nseg);
+		if (tty && rc == WL_OK)
+			fprintf(stderr, "\rcalibrate: clip %d/%d, %.1f s", k + 1, pa->ncalibrate, (wl_now_ms() - t0) / 1e3);
+	}
+	if (tty)
+		fputc('\n', stderr);
+	rc = rc ?: calib_programs_write(pa, &cp, dir, whisper_qc_programs, "--calibrate (the clips)", d);
+	calib_programs_free(&cp);
+	whisper_close(w);
+	return rc;
 }

@@ -3,7 +3,7 @@
  * of whisper.cpp's whisper-cli: segments with timestamps on stdout, -o FILE
  * as txt, srt, vtt or json, a report on stderr.
  *
- *   wlower transcribe AUDIO... (--pipeline PIPE_DIR | --model WHISPER_DIR --target ref|host)
+ *   wlower transcribe AUDIO... (--pipeline PIPE_DIR | --model WHISPER_DIR --target T)
  *                     [--language en] [--task transcribe|translate] [--no-timestamps] ...
  */
 #include <math.h>
@@ -18,17 +18,21 @@
 static const char CMD[] = "transcribe";
 
 static const char usage_transcribe[] =
-"usage: wlower transcribe AUDIO... (--pipeline PIPE_DIR | --model WHISPER_DIR --target ref|host)\n"
+"usage: wlower transcribe AUDIO... (--pipeline PIPE_DIR | --model WHISPER_DIR --target ref|host|qc-n|qc-p|qc-u)\n"
 "                         [options]\n"
 "\n"
 "Transcribes (or translates) speech with a Whisper pipeline: audio (any format libsndfile\n"
 "reads, downmixed and resampled to 16 kHz) in windows of the pipeline's length (30 s for\n"
 "Whisper), log-mel, encoder, cross-attention K/V once per window, then KV-cached decoding\n"
 "with OpenAI's rules (suppressed tokens, timestamp pairs, <|endoftext|> ends).\n"
-"PIPE_DIR: 'wlower WHISPER_DIR --pipeline whisper --target ref|host -o PIPE_DIR'. With\n"
+"PIPE_DIR: 'wlower WHISPER_DIR --pipeline whisper --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR'\n"
+"(qc-*: with --calibrate AUDIO or --tranges DIR; run on the bit-exact emulator). With\n"
 "--model, the pipeline is compiled on first use into a cache keyed by the sha256 of\n"
 "WHISPER_DIR's files, the target and the options ($WLOWER_CACHE, else\n"
-"$XDG_CACHE_HOME/wlower, else ~/.cache/wlower).\n"
+"$XDG_CACHE_HOME/wlower, else ~/.cache/wlower). --model takes the compile options --max-seq,\n"
+"--cpu (host), and for qc-*: --calibrate AUDIO (repeatable) [--calibrate-margin M] or\n"
+"--tranges DIR (one required), --cores, --ocm, --macs-per-pe, --clock, --ext-bw (the\n"
+"calibration clips and ranges are keyed by content).\n"
 "\n"
 "  --tokenizer FILE      Whisper's multilingual.tiktoken (default $WLOWER_WHISPER_TOKENIZER,\n"
 "                        else WHISPER_DIR/multilingual.tiktoken of the pipeline's model)\n"
@@ -54,10 +58,18 @@ static const char usage_transcribe[] =
 "\n"
 "stdout: one line per segment, \"[HH:MM:SS.mmm --> HH:MM:SS.mmm]  text\"; stderr: progress\n"
 "(on a terminal) and the report (per-stage wall time, tokens/s, real-time factor).\n"
+"qc-* pipelines add the simulated device (cost model, at the configured clock): cycles and\n"
+"latency per program, per window (mel + encoder) and per token (step), simulated tokens/s\n"
+"and the simulated real-time factor (simulated seconds / audio seconds; cross_kv runs on\n"
+"the reference executor and is not in it), saturated fixed-point stores per program and\n"
+"run (the step's runs are its positions, window after window), and per program the\n"
+"vendor's per-run table; json: report.sim.\n"
 "exit status: 0 success, 1 bad input (one line naming the file), 2 usage error\n";
 
 typedef struct TrArgs {
 	const char *pipeline, *model, *target, *cpu, *max_seq, *tokenizer, *language, *task, *prompt, *out, *dump;
+	const char *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw;   /* --model, qc-* */
+	OptList calibrate;
 	long max_tokens, threads, seed, beam;
 	double temperature;
 	bool no_ts, fallback, no_context, print_tokens;
@@ -70,6 +82,14 @@ static const OptSpec tr_opts[] = {
 	{"--target", NULL, OPT_STRING, O(target)},
 	{"--cpu", NULL, OPT_STRING, O(cpu)},
 	{"--max-seq", NULL, OPT_STRING, O(max_seq)},
+	{"--calibrate", NULL, OPT_LIST, O(calibrate)},
+	{"--calibrate-margin", NULL, OPT_STRING, O(margin)},
+	{"--tranges", NULL, OPT_STRING, O(tranges)},
+	{"--cores", NULL, OPT_STRING, O(cores)},
+	{"--ocm", NULL, OPT_STRING, O(ocm)},
+	{"--macs-per-pe", NULL, OPT_STRING, O(macs_per_pe)},
+	{"--clock", NULL, OPT_STRING, O(clock)},
+	{"--ext-bw", NULL, OPT_STRING, O(ext_bw)},
 	{"--tokenizer", NULL, OPT_STRING, O(tokenizer)},
 	{"--language", NULL, OPT_STRING, O(language)},
 	{"--task", NULL, OPT_STRING, O(task)},
@@ -145,19 +165,44 @@ static int on_mel(void *ctx, int win, const RTensor *mel, Diag *d)
 }
 
 /* --model: the cached pipeline folder (sha256 of the export's files, the
- * target and the options), compiled first when absent or invalid. */
+ * target, the options, the calibration clips or ranges by content),
+ * compiled first when absent or invalid. */
 static int cached_pipeline(const TrArgs *a, char *dir, size_t n)
 {
 	static const char *files[] = {"config.json", "encoder_model.onnx", "decoder_model.onnx",
 	                              "decoder_with_past_model.onnx", "encoder_model.onnx.data", "decoder_model.onnx.data",
 	                              "decoder_with_past_model.onnx.data"};
-	char root[2048], key[65], txt[4096];
+	static const char *const tr_progs[] = {"mel", "encoder", "step"};
+	const char *opts[48] = {"--max-seq", a->max_seq, "--cpu", a->cpu, "--calibrate-margin", a->margin,
+	                        "--tranges", a->tranges, "--cores", a->cores, "--ocm", a->ocm, "--macs-per-pe",
+	                        a->macs_per_pe, "--clock", a->clock, "--ext-bw", a->ext_bw};
+	int nopts = 18;
+	char root[2048], key[65], txt[8192];
 	Diag d = {0};
 	int rc = cmd_cache_root(CMD, root, sizeof root);
 	if (rc != CMD_OK)
 		return rc;
-	size_t len = (size_t)snprintf(txt, sizeof txt, "wlower %s\nwhisper\ntarget %s\nmax-seq %s\ncpu %s\n",
-	                              WLOWER_VERSION, a->target, a->max_seq ? a->max_seq : "-", a->cpu ? a->cpu : "-");
+	size_t len = (size_t)snprintf(txt, sizeof txt, "wlower %s\nwhisper\ntarget %s\n", WLOWER_VERSION, a->target);
+	for (int i = 0; i < nopts; i += 2)
+		len += (size_t)snprintf(txt + len, sizeof txt - len, "%s %s\n", opts[i], opts[i + 1] ? opts[i + 1] : "-");
+	char extra[3 + 8][4096];
+	int nx = 0;
+	for (int i = 0; i < a->calibrate.n; i++) {
+		snprintf(extra[nx++], sizeof extra[0], "%s", a->calibrate.v[i]);
+		opts[nopts++] = "--calibrate";
+		opts[nopts++] = a->calibrate.v[i];
+	}
+	for (int i = 0; a->tranges && i < 3; i++) {
+		snprintf(extra[nx], sizeof extra[0], "%s/%s.tranges", a->tranges, tr_progs[i]);
+		if (access(extra[nx], F_OK) == 0)     /* else compiling names the missing file */
+			nx++;
+	}
+	for (int i = 0; i < nx; i++) {
+		char hex[65];
+		if (file_sha256_hex(extra[i], hex, &d) != WL_OK)
+			return cmd_error(CMD, &d);
+		len += (size_t)snprintf(txt + len, sizeof txt - len, "%s %s\n", i < a->calibrate.n ? "clip" : "tranges", hex);
+	}
 	for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
 		char path[4096], hex[65];
 		snprintf(path, sizeof path, "%s/%s", a->model, files[i]);
@@ -175,8 +220,7 @@ static int cached_pipeline(const TrArgs *a, char *dir, size_t n)
 	}
 	sha256_hex(txt, len, key);
 	snprintf(dir, n, "%s/pipelines/%.24s-whisper-%s", root, key, a->target);
-	const char *opts[] = {"--max-seq", a->max_seq, "--cpu", a->cpu};
-	return cmd_cached_pipeline(CMD, "whisper", a->model, a->target, dir, opts, 4);
+	return cmd_cached_pipeline(CMD, "whisper", a->model, a->target, dir, opts, nopts);
 }
 
 /* The tokenizer file: --tokenizer, $WLOWER_WHISPER_TOKENIZER, or the
@@ -241,6 +285,7 @@ static cJSON *report_json(const WhisperInfo *wi, const WhisperReport *r, double 
 	cJSON_AddNumberToObject(o, "steps_ms", round(r->step_ms * 1000) / 1000);
 	cJSON_AddNumberToObject(o, "prompt_tokens", r->prompt_tokens);
 	cJSON_AddNumberToObject(o, "sampled_tokens", r->sampled_tokens);
+	cJSON_AddNumberToObject(o, "steps", r->steps);
 	cJSON_AddNumberToObject(o, "tokens_per_s", r->step_ms > 0 ? 1e3 * r->sampled_tokens / (r->step_ms + r->prompt_ms) : 0);
 	cJSON_AddNumberToObject(o, "rtf", r->audio_s > 0 ? wall_ms / 1e3 / r->audio_s : 0);
 	return o;
@@ -259,9 +304,57 @@ static void print_report(const WhisperInfo *wi, const WhisperReport *r, double w
 	        r->step_ms + r->prompt_ms > 0 ? 1e3 * (r->sampled_tokens + r->prompt_tokens) / (r->step_ms + r->prompt_ms) : 0);
 }
 
+/* qc-*: the simulated device's report (sim_report.c): one window costs a
+ * mel and an encoder run, one token (prompt or sampled) a step run. */
+static void sim_report(Whisper *w, const WhisperReport *r, cJSON *rep)
+{
+	Program *progs[SIM_MAX_PROGRAMS];
+	const char *names[SIM_MAX_PROGRAMS];
+	int n = whisper_program_count(w);
+	for (int i = 0; i < n; i++)
+		progs[i] = whisper_program(w, i, &names[i]);
+	SimTotals t;
+	sim_totals_collect(&t, progs, names, n);
+	if (!t.on) {
+		sim_totals_free(&t);
+		return;
+	}
+	double total = 0, win = 0;
+	for (int i = 0; i < t.nprog; i++) {
+		total += (double)t.prog[i].cycles_per_run * t.prog[i].runs;
+		if (strcmp(t.prog[i].name, "mel") == 0 || strcmp(t.prog[i].name, "encoder") == 0)
+			win += (double)t.prog[i].cycles_per_run;
+	}
+	const SimProg *st = sim_totals_find(&t, "step");
+	double tok = st ? (double)st->cycles_per_run : 0, hz = t.clock_hz;
+	double secs = total / hz, rtf = r->audio_s > 0 ? secs / r->audio_s : 0;
+	fprintf(stderr, "simulated (%s, cost model, %.3f GHz): %.4g ms per window (mel + encoder), %.4g ms per token "
+	        "(step), %.2f tokens/s; %.4g ms in all for %.2f s of audio: real-time factor %.4f (%.1fx faster than "
+	        "real time)%s\n", whisper_info(w)->target, hz / 1e9, win / hz * 1e3, tok / hz * 1e3,
+	        tok > 0 ? hz / tok : 0, secs * 1e3, r->audio_s, rtf, rtf > 0 ? 1 / rtf : 0,
+	        st && sim_totals_find(&t, "cross_kv") && !sim_totals_find(&t, "cross_kv")->simulated ?
+	        " (cross_kv on the reference executor: not included)" : "");
+	cJSON *sim = rep ? cJSON_AddObjectToObject(rep, "sim") : NULL;
+	if (sim) {
+		cJSON_AddNumberToObject(sim, "clock_hz", hz);
+		cJSON_AddNumberToObject(sim, "cycles", round(total));
+		cJSON_AddNumberToObject(sim, "seconds", secs);
+		cJSON_AddNumberToObject(sim, "rtf", rtf);
+		cJSON_AddNumberToObject(sim, "cycles_per_window", round(win));
+		cJSON_AddNumberToObject(sim, "ms_per_window", win / hz * 1e3);
+		cJSON_AddNumberToObject(sim, "cycles_per_token", round(tok));
+		cJSON_AddNumberToObject(sim, "ms_per_token", tok / hz * 1e3);
+		cJSON_AddNumberToObject(sim, "tokens_per_s", tok > 0 ? hz / tok : 0);
+	}
+	sim_totals_print(&t, "run", sim ? cJSON_AddArrayToObject(sim, "programs") : NULL);
+	sim_totals_free(&t);
+}
+
 static int transcribe_one(Whisper *w, const WhisperVocab *v, const WhisperOptions *o, const TrArgs *a,
                           const char *file)
 {
+	for (int i = 0; i < whisper_program_count(w); i++)
+		program_stats_reset(whisper_program(w, i, NULL));
 	Diag d = {0};
 	float *x;
 	int64_t n;
@@ -285,8 +378,11 @@ static int transcribe_one(Whisper *w, const WhisperVocab *v, const WhisperOption
 	print_segments(segs, nseg, v, a->print_tokens);
 	print_report(wi, &rep, wall, file);
 	int ret = CMD_OK;
-	if (a->out) {
+	if (!a->out)
+		sim_report(w, &rep, NULL);
+	else {
 		cJSON *r = report_json(wi, &rep, wall, a->threads);
+		sim_report(w, &rep, r);
 		cJSON_AddItemToObject(r, "windows_sampled", sink.windows);
 		sink.windows = NULL;
 		if (transcript_write(a->out, (TranscriptFormat)transcript_format(a->out), segs, nseg, v, r, &d) != WL_OK)
@@ -332,10 +428,24 @@ int cmd_transcribe(int argc, char **argv)
 		rc = cmd_usage(CMD, "%s", "no audio file given");
 	if (rc == CMD_OK && !a.pipeline == !a.model)
 		rc = cmd_usage(CMD, "%s", "give --pipeline PIPE_DIR or --model WHISPER_DIR --target T (one of them)");
-	if (rc == CMD_OK && a.model && (!a.target || (strcmp(a.target, "ref") && strcmp(a.target, "host"))))
-		rc = cmd_usage(CMD, "%s", "--model needs --target ref|host");
-	if (rc == CMD_OK && a.pipeline && (a.target || a.max_seq || a.cpu))
-		rc = cmd_usage(CMD, "%s", "--target, --max-seq and --cpu go with --model, not --pipeline");
+	bool qc = a.target && strncmp(a.target, "qc-", 3) == 0;
+	const char *qc_opt = a.calibrate.n ? "--calibrate" : a.margin ? "--calibrate-margin" : a.tranges ? "--tranges" :
+	                     a.cores ? "--cores" : a.ocm ? "--ocm" : a.macs_per_pe ? "--macs-per-pe" : a.clock ? "--clock" :
+	                     a.ext_bw ? "--ext-bw" : NULL;
+	if (rc == CMD_OK && a.model && (!a.target || (strcmp(a.target, "ref") && strcmp(a.target, "host") &&
+	                                              strcmp(a.target, "qc-n") && strcmp(a.target, "qc-p") &&
+	                                              strcmp(a.target, "qc-u"))))
+		rc = cmd_usage(CMD, "%s", "--model needs --target ref|host|qc-n|qc-p|qc-u");
+	if (rc == CMD_OK && a.pipeline && (a.target || a.max_seq || a.cpu || qc_opt))
+		rc = cmd_usage(CMD, "%s", "--target, --max-seq, --cpu, --calibrate, --tranges and the hardware options go "
+		               "with --model, not --pipeline");
+	if (rc == CMD_OK && a.model && !qc && qc_opt)
+		rc = cmd_usage(CMD, "%s is for --target qc-n|qc-p|qc-u", qc_opt);
+	if (rc == CMD_OK && a.model && qc && !a.calibrate.n == !a.tranges)
+		rc = cmd_usage(CMD, "--model with --target %s needs --calibrate AUDIO (repeatable) or --tranges DIR (one "
+		               "of them)", a.target);
+	if (rc == CMD_OK && a.calibrate.n > 8)
+		rc = cmd_usage(CMD, "%s", "--calibrate: 8 clips at most with --model (compile the pipeline for more)");
 	if (rc == CMD_OK && a.beam > 1)
 		rc = cmd_usage(CMD, "--beam-size %ld: beam search is not implemented (greedy only: --beam-size 1)", a.beam);
 	if (rc == CMD_OK && strcmp(a.task, "transcribe") && strcmp(a.task, "translate"))
@@ -351,6 +461,7 @@ int cmd_transcribe(int argc, char **argv)
 		rc = tokenizer_path(&a, tok, sizeof tok);
 	if (rc != CMD_OK) {
 		free(audio);
+		opt_free_lists(tr_opts, &a);
 		return rc;
 	}
 	if (!a.threads)
@@ -362,6 +473,7 @@ int cmd_transcribe(int argc, char **argv)
 	    vocab_read(tok, whisper_info(w)->vocab, &v, &d) != WL_OK) {
 		whisper_close(w);
 		free(audio);
+		opt_free_lists(tr_opts, &a);
 		return cmd_error(CMD, &d);
 	}
 	const WhisperInfo *wi = whisper_info(w);
@@ -384,5 +496,6 @@ int cmd_transcribe(int argc, char **argv)
 	vocab_free(v);
 	whisper_close(w);
 	free(audio);
+	opt_free_lists(tr_opts, &a);
 	return rc;
 }

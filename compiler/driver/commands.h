@@ -15,6 +15,7 @@
  *   cmd_compare.c    wlower compare (the per-tensor accuracy report)
  *   cmd_sweep.c      wlower sweep (hardware design-space exploration, ninja / Slurm)
  *   cmd_transcribe.c wlower transcribe (audio to text on a whisper pipeline)
+ *   sim_report.c     the simulated device's report (generate, transcribe on qc-*)
  *   options.c        the helpers below, shared by the commands
  *
  * main() calls cmd_X(argc - 1, argv + 1): argv[0] is the command's name
@@ -49,7 +50,8 @@ typedef struct PipelineArgs {
 	bool ref;                            /* --target ref: fused ONNX on the reference executor */
 	const struct TargetOptions *to;      /* host/qc-*: as for --target */
 	const PipelineOptions *pipe;         /* fuse flags, --max-seq, ... (dims are per program) */
-	const char *calibrate;               /* qc-*: --calibrate PROMPTS.txt */
+	const char *const *calibrate;        /* qc-*: --calibrate FILE (llm: one PROMPTS.txt; whisper: clips) */
+	int ncalibrate;
 	const char *tranges_dir;             /* qc-*: --tranges DIR (DIR/<program>.tranges) */
 	double calibrate_margin;             /* --calibrate-margin M (0: the default, 2) */
 	long prefill_rows;                   /* --prefill-rows (0: default) */
@@ -161,5 +163,60 @@ int cmd_cached_pipeline(const char *cmd, const char *kind, const char *model, co
 int cmd_parse_ids(const char *cmd, const char *opt, const char *s, int64_t **ids, int *n);
 /* "float32[1,80,3000]" / "int64[batch,4]" for a graph value's declared type. */
 const char *cmd_describe_value(const Value *v, char *buf, size_t n);
+
+/* ---------------------------------------------------------------- sim_report.c
+ * The simulated device's part of the generate/transcribe reports (qc-*
+ * pipelines): per program cycles per run, runs, saturated stores per run,
+ * and the vendor's per-run table. */
+struct Program;
+enum { SIM_MAX_PROGRAMS = 8 };
+typedef struct SimProg {
+	const char *name;
+	struct Program *prog;
+	bool simulated;            /* runner qc (else the fields below are 0) */
+	uint64_t cycles_per_run, saturated;
+	int runs, nsat;            /* runs, runs with a saturated store */
+	const char *first_kernel;  /* the first kernel that saturated */
+	struct cJSON *sat_runs;    /* [[run, count], ...] */
+} SimProg;
+typedef struct SimTotals {
+	bool on;                   /* some program is simulated */
+	double clock_hz;
+	int nprog;
+	SimProg prog[SIM_MAX_PROGRAMS];
+} SimTotals;
+/* After the runs: the stats of progs[0..n) (named names[i]). */
+void sim_totals_collect(SimTotals *t, struct Program *const *progs, const char *const *names, int n);
+const SimProg *sim_totals_find(const SimTotals *t, const char *name);
+/* One line per program (cycles, ms and runs; saturated stores, the first few
+ * by run, labelled `unit`: "position", "run") and the vendor's table, to
+ * stderr; with progs (a JSON array) also one object per program there. */
+void sim_totals_print(const SimTotals *t, const char *unit, struct cJSON *progs);
+void sim_totals_free(SimTotals *t);
+
+/* ---------------------------------------------------------------- cmd_pipeline.c: --calibrate
+ * The float pipeline (built for ref in a scratch folder) is run with every
+ * program observed; the kind's own driver (llm: prompts, whisper: clips)
+ * runs it, then the ranges of the programs compiled for qc-* are written,
+ * widened by --calibrate-margin. */
+struct Calib;
+typedef struct CalibPrograms {
+	int n;
+	const char *name[SIM_MAX_PROGRAMS];
+	struct Program *prog[SIM_MAX_PROGRAMS];
+	struct Calib *cal[SIM_MAX_PROGRAMS];
+} CalibPrograms;
+/* Observers on prog[0..n) (filled by the caller). */
+int calib_programs_observe(CalibPrograms *cp, Diag *d);
+/* DIR/<name>.tranges for each program named in keep (NULL-terminated);
+ * `what` names the calibration input in errors (infinities, all-NaN). */
+int calib_programs_write(const PipelineArgs *pa, CalibPrograms *cp, const char *dir, const char *const *keep,
+                         const char *what, Diag *d);
+void calib_programs_free(CalibPrograms *cp);
+/* cmd_pipeline_whisper.c: the programs of a qc-* whisper pipeline that run
+ * on Chimera (NULL-terminated), and --calibrate's driver: the ref pipeline
+ * in cdir transcribes each clip, the ranges go to dir. */
+extern const char *const whisper_qc_programs[];
+int whisper_calibrate(const PipelineArgs *pa, const char *cdir, const char *dir, Diag *d);
 
 #endif

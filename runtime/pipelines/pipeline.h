@@ -94,6 +94,8 @@ void program_stats_reset(Program *p);
 int program_observe(Program *p, ExecObserver fn, void *ctx, Diag *d);
 Module *program_module(Program *p);
 const char *program_dir(const Program *p);
+/* "ref", "host" or "qc". */
+const char *program_runner(const Program *p);
 /* qc: prints the vendor's per-run table (`wlower sim`'s configuration and
  * report) and returns 1; other runners print nothing and return 0. */
 int program_print_report(const Program *p, FILE *f);
@@ -192,6 +194,9 @@ typedef struct Whisper Whisper;
 int whisper_open(const char *dir, int threads, Whisper **out, Diag *d);
 void whisper_close(Whisper *w);
 const WhisperInfo *whisper_info(const Whisper *w);
+/* The programs (i in [0, whisper_program_count)): mel, encoder, cross_kv, step. */
+int whisper_program_count(const Whisper *w);
+Program *whisper_program(const Whisper *w, int i, const char **name);
 
 typedef struct WhisperOptions {
 	int64_t language, task;            /* token ids */

@@ -192,6 +192,7 @@ int program_observe(Program *p, ExecObserver fn, void *ctx, Diag *d)
 
 Module *program_module(Program *p) { return p->mod; }
 const char *program_dir(const Program *p) { return p->dir; }
+const char *program_runner(const Program *p) { return p->sim ? "qc" : p->exec ? "ref" : "host"; }
 
 int program_print_report(const Program *p, FILE *f)
 {

@@ -214,6 +214,22 @@ void whisper_close(Whisper *w)
 
 const WhisperInfo *whisper_info(const Whisper *w) { return &w->info; }
 
+int whisper_program_count(const Whisper *w)
+{
+	(void)w;
+	return 4;
+}
+
+Program *whisper_program(const Whisper *w, int i, const char **name)
+{
+	static const char *const names[4] = {"mel", "encoder", "cross_kv", "step"};
+	Program *p[4] = {w->mel, w->encoder, w->cross, w->step};
+	WL_ASSERT(i >= 0 && i < 4);
+	if (name)
+		*name = names[i];
+	return p[i];
+}
+
 /* An output of prog with exactly `numel` float32 values. */
 static const RTensor *out_f32(Program *prog, const char *prog_name, const char *name, int64_t numel, Diag *d)
 {

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """test_whisper_pipeline.py — the Whisper pipeline end to end on a seeded tiny export.
 
-    test_whisper_pipeline.py WLOWER WORKDIR [--targets ref,host]
+    test_whisper_pipeline.py WLOWER WORKDIR [--targets ref,host] [--qc full|errors|none]
 
 1. examples/models/whisper.py --layout optimum writes a seeded Whisper (1 encoder and 2 decoder
    layers, d 64, 2 heads, 200 mel frames = 2 s windows, the full 51865-id vocabulary so the
@@ -19,6 +19,11 @@
    stereo copy of the clip (downmix + libsoxr) transcribes.
    --temperature with a seed repeats; --fallback decodes at 0, 0.2, ... 1.0.
    --model EXPORT --target ref compiles into $WLOWER_CACHE once; --prompt adds prompt tokens.
+   qc-p x4 32 MB (--qc full): compiled with --calibrate on two other cuts of jfk.wav (mel, encoder,
+   step on Chimera, cross_kv on ref), the same window-0 ids as the ONNX Runtime loop, per-step logits
+   >= 40 dB, the simulated report (per window, per token, RTF, saturation, the vendor's tables; json
+   report.sim consistent), --tranges PIPE giving the same modules; without --calibrate/--tranges a
+   usage error, an unreadable calibration clip named (--qc errors: these two only).
 5. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
    a pipeline whose step program was altered; --beam-size 2; -o with an unknown extension.
@@ -98,29 +103,31 @@ def psnr(ref, got):
     return float("inf") if mse == 0 else 10 * np.log10(np.max(np.abs(ref)) ** 2 / mse)
 
 
-def transcribe(W, pipe, audio, extra=()):
-    return run([W, "transcribe", audio, "--pipeline", pipe, "--tokenizer", TOK, "--threads", "1"] + list(extra))
+def transcribe(W, pipe, audio, extra=(), env=None):
+    return run([W, "transcribe", audio, "--pipeline", pipe, "--tokenizer", TOK, "--threads", "1"] + list(extra),
+               env=env)
 
 
-def oracle_case(W, t, work, export, pipe, target, clip, no_ts):
+def oracle_case(W, t, work, export, pipe, target, clip, no_ts, min_db=100, env=None):
     label = "%s%s" % (target, "/no-timestamps" if no_ts else "")
     dump = os.path.join(work, "dump-" + label.replace("/", "-"))
     out = os.path.join(work, "out-" + label.replace("/", "-") + ".json")
     shutil.rmtree(dump, ignore_errors=True)
     flags = ["--max-tokens", "24", "--dump-logits", dump, "-o", out] + (["--no-timestamps"] if no_ts else [])
-    r = transcribe(W, pipe, clip, flags)
+    r = transcribe(W, pipe, clip, flags, env)
     if r.returncode:
         t.check(label + ": transcribe", False, r.stderr.strip()[-300:])
-        return None
+        return None, r
     got = json.load(open(out))["report"]["windows_sampled"][0]["tokens"]
     got = got[:-1] if got and got[-1] == 50257 else got
     ort_dir = os.path.join(work, "ort-" + label.replace("/", "-"))
     shutil.rmtree(ort_dir, ignore_errors=True)
+    tr = r
     r = run(["node", os.path.join(HERE, "ort_whisper.js"), export, "--mel", os.path.join(dump, "mel_0.npy"),
              "--max-tokens", "24", "--logits-dir", ort_dir, "--threads", "1"] + (["--no-timestamps"] if no_ts else []))
     if r.returncode:
         t.check(label + ": ONNX Runtime loop", False, r.stderr.strip()[-300:])
-        return None
+        return None, tr
     want = [int(x) for x in r.stdout.strip().split(",") if x]
     t.check(label + ": window-0 ids equal the ONNX Runtime loop (%d ids)" % len(want), got == want and len(want) > 0,
             "" if got == want else "got %s want %s" % (got, want))
@@ -133,8 +140,100 @@ def oracle_case(W, t, work, export, pipe, target, clip, no_ts):
             ok = False
             break
         worst = min(worst, psnr(np.load(os.path.join(ort_dir, nm)), np.load(p)))
-    t.check(label + ": per-step logits >= 100 dB (%d steps)" % len(names), ok and worst >= 100, "worst %.1f dB" % worst)
-    return dump
+    t.check(label + ": per-step logits >= %d dB (%d steps)" % (min_db, len(names)), ok and worst >= min_db,
+            "worst %.1f dB" % worst)
+    return dump, tr
+
+
+def tranges_of(path):
+    return json.load(open(path))["tensors"] if os.path.exists(path) else {}
+
+
+def qc_case(W, t, work, export, clip, pcm, full):
+    """qc-p x4 32 MB: calibrated on two other cuts of jfk.wav, transcribed on the emulator."""
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(work, "cache"))   # the module_sim builds, kept
+    cal = []
+    for i, (a, b) in enumerate(((48000, 80000), (100000, 130000))):     # not the test clip (16000..40000)
+        cal.append(os.path.join(work, "cal%d.wav" % i))
+        write_wav(cal[-1], 16000, 1, pcm[a:b])
+    hw = ["--pipeline", "whisper", "--target", "qc-p", "--cores", "4", "--ocm", "32MB"]
+    bad = os.path.join(work, "pipe-qc-bad")
+    shutil.rmtree(bad, ignore_errors=True)
+    r = run([W, export] + hw + ["-o", bad], env=env)
+    ok, det = one_line_error(r, 2, "--calibrate AUDIO or --tranges DIR")
+    t.check("qc-p without --calibrate/--tranges: usage error, exit 2", ok and not os.path.exists(bad), det)
+    missing = os.path.join(work, "no-such-clip.wav")
+    r = run([W, export] + hw + ["--calibrate", cal[0], "--calibrate", missing, "-o", bad], env=env)
+    ok, det = one_line_error(r, 1, missing)
+    t.check("qc-p --calibrate with an unreadable clip: one line naming it, exit 1, nothing left",
+            ok and not os.path.exists(bad) and not os.path.exists(bad + ".tmp"), det)
+    if not full:
+        return
+    pipe = os.path.join(work, "pipe-qc-p")
+    shutil.rmtree(pipe, ignore_errors=True)
+    r = run([W, export] + hw + ["--calibrate", cal[0], "--calibrate", cal[1], "-o", pipe], env=env)
+    t.check("qc-p x4 32 MB: compile with --calibrate (2 clips)", r.returncode == 0, r.stderr.strip()[-300:])
+    if r.returncode:
+        return
+    pj = json.load(open(os.path.join(pipe, "pipeline.json")))
+    progs = {p["name"]: p for p in pj["programs"]}
+    files = {f["name"] for f in pj["files"]}
+    runners = {k: v["runner"] for k, v in progs.items()}
+    ok = (runners == {"mel": "qc", "encoder": "qc", "cross_kv": "ref", "step": "qc"} and
+          all(progs[n].get("tranges") == n + ".tranges" and n + ".tranges" in files for n in ("mel", "encoder", "step"))
+          and "cross_kv" in pj["whisper"].get("notes", {}) and
+          progs["step"]["op_counts"].get("ai.wlower.GroupQueryAttention") == 2)
+    t.check("qc-p: mel, encoder, step on Chimera with their ranges; cross_kv on ref, said in notes", ok,
+            json.dumps(runners))
+    step_tr = tranges_of(os.path.join(pipe, "step.tranges"))
+    cache = [k for k in step_tr if k.startswith("past_key_values.") and ".decoder." in k]
+    lows = [v["min"] for v in step_tr.values()] if step_tr else [float("-inf")]
+    t.check("step.tranges: every self-attention cache input, no mask-sized range (>= -1e6)",
+            len(cache) == 4 and min(lows) >= -1e6, "%d cache inputs, lowest %g" % (len(cache), min(lows)))
+    dump, r = oracle_case(W, t, work, export, pipe, "qc-p", clip, False, min_db=40, env=env)
+    if dump is None:
+        return
+    err = r.stderr
+    fields = ["simulated (qc-p, cost model", "ms per window (mel + encoder)", "ms per token (step)", "tokens/s",
+              "real-time factor", "cross_kv on the reference executor", "program 'mel':", "program 'encoder':",
+              "program 'step':", "program 'cross_kv': 1 runs, not simulated (runner ref)", "module ", "cores  ",
+              "OCM (L2) size          32.00 MB", "MAC utilization", "TotalCycles:"]
+    missing = [f for f in fields if f not in err]
+    nsat = re.findall(r"program '(\w+)': \d+ cycles per run .*saturated fixed-point stores: (\d+)", err)
+    t.check("qc-p report: per window, per token, RTF, saturation per program, the vendor's tables",
+            not missing and len(nsat) == 3 and all(n == "0" for _, n in nsat), "missing %s, %s" % (missing, nsat))
+    rep = json.load(open(os.path.join(work, "out-qc-p.json")))["report"]
+    sim = rep.get("sim", {})
+    ps = {p["name"]: p for p in sim.get("programs", [])}
+    cyc = sum(p.get("cycles_per_run", 0) * p["runs"] for p in ps.values())
+    ok = (sorted(ps) == ["cross_kv", "encoder", "mel", "step"] and cyc == sim.get("cycles") and
+          ps["step"]["runs"] == rep.get("steps") == rep["prompt_tokens"] + rep["sampled_tokens"] - 1 and
+          ps["mel"]["runs"] == ps["encoder"]["runs"] == rep["windows"])
+    ok = ok and abs(sim.get("rtf", 0) - sim["cycles"] / sim["clock_hz"] / rep["audio_s"]) < 1e-9 and \
+        sim["rtf"] > 0 and abs(sim["ms_per_token"] - ps["step"]["cycles_per_run"] / sim["clock_hz"] * 1e3) < 1e-9
+    t.check("qc-p json report.sim: cycles = sum over programs of runs x cycles, RTF = cycles / clock / audio s",
+            ok, json.dumps({k: v for k, v in sim.items() if k != "programs"})[:300])
+    # --tranges: the ranges of the first pipeline give the same step program
+    pipe2 = os.path.join(work, "pipe-qc-p-tranges")
+    shutil.rmtree(pipe2, ignore_errors=True)
+    r = run([W, export] + hw + ["--tranges", pipe, "-o", pipe2], env=env)
+    same = r.returncode == 0 and all(
+        open(os.path.join(pipe, n, "module.cpp"), "rb").read() == open(os.path.join(pipe2, n, "module.cpp"), "rb").read()
+        for n in ("mel", "encoder", "step"))
+    t.check("qc-p --tranges PIPE: the same mel, encoder and step modules", same, r.stderr.strip()[-300:])
+    # transcribe --model EXPORT --target qc-p: compiled into $WLOWER_CACHE with the hardware options and ranges
+    mj = os.path.join(work, "model-qc-p.json")
+    menv = dict(env, WLOWER_CACHE=os.path.join(work, "wcache"))
+    shutil.rmtree(menv["WLOWER_CACHE"], ignore_errors=True)
+    r = run([W, "transcribe", clip, "--model", export, "--target", "qc-p", "--cores", "4", "--ocm", "32MB",
+             "--tranges", pipe, "--tokenizer", TOK, "--threads", "1", "--max-tokens", "24", "-o", mj], env=menv)
+    got = json.load(open(mj))["report"]["windows_sampled"] if r.returncode == 0 else None
+    want = json.load(open(os.path.join(work, "out-qc-p.json")))["report"]["windows_sampled"]
+    t.check("transcribe --model --target qc-p --tranges: compiled on first use, the same ids",
+            got == want and "compiling" in r.stderr, r.stderr.strip()[-300:])
+    r = run([W, "transcribe", clip, "--model", export, "--target", "qc-p", "--tokenizer", TOK], env=menv)
+    ok, det = one_line_error(r, 2, "--calibrate AUDIO (repeatable) or --tranges DIR")
+    t.check("transcribe --model --target qc-p without ranges: usage error", ok, det)
 
 
 def main():
@@ -142,6 +241,8 @@ def main():
     ap.add_argument("wlower")
     ap.add_argument("work")
     ap.add_argument("--targets", default="ref,host")
+    ap.add_argument("--qc", choices=("full", "errors", "none"), default="full",
+                    help="the qc-p x4 32 MB case (errors: its bad-input checks only, for sanitizer builds)")
     a = ap.parse_args()
     W, work = a.wlower, a.work
     os.makedirs(work, exist_ok=True)
@@ -174,7 +275,7 @@ def main():
         t.check(target + ": pipeline.json (programs, step io, tokens, host contract)", ok,
                 "" if ok else json.dumps({k: v["runner"] for k, v in progs.items()}) + " " + json.dumps(step_in))
         pipes[target] = pipe
-        dump = oracle_case(W, t, work, export, pipe, target, clip, False)
+        dump, _ = oracle_case(W, t, work, export, pipe, target, clip, False)
         if target == "ref":
             oracle_case(W, t, work, export, pipe, target, clip, True)
         if dump and target == "ref":
@@ -184,6 +285,8 @@ def main():
             got = np.load(os.path.join(dump, "mel_0.npy"))[0]
             p = psnr(ref, got)
             t.check("mel program vs float64 numpy log-mel >= 60 dB", p >= 60, "%.1f dB" % p)
+    if a.qc != "none":
+        qc_case(W, t, work, export, clip, pcm, a.qc == "full")
     # the same export with 4-bit weights (wlower quantize: com.microsoft MatMulNBits), on the last target
     q = os.path.join(work, "export-nbits")
     if not os.path.exists(os.path.join(q, "config.json")):
