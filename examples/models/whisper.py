@@ -252,6 +252,8 @@ def build(torch, cfg):
             self.embed_positions = nn.Embedding(TEXT_CTX, d)
             self.layers = nn.ModuleList([WhisperDecoderLayer(c) for _ in range(c["dec_layers"])])
             self.layer_norm = nn.LayerNorm(d)
+            if c.get("untied_head"):  # HF proj_out with tie_word_embeddings false (whisper_fit.py)
+                self.proj_out = nn.Linear(d, c["vocab"], bias=False)
 
         def forward(self, input_ids, encoder_hidden_states=None, past_key_values=None):
             bsz, seq = input_ids.shape
@@ -268,7 +270,8 @@ def build(torch, cfg):
                 presents.append(present)
             hidden_states = self.layer_norm(hidden_states)
             # proj_out: nn.Linear(d, vocab, bias=False) tied to embed_tokens
-            logits = F.linear(hidden_states, self.embed_tokens.weight)
+            head = self.proj_out.weight if hasattr(self, "proj_out") else self.embed_tokens.weight
+            logits = F.linear(hidden_states, head)
             return logits, presents
 
     class PrefillWrapper(nn.Module):
@@ -379,7 +382,9 @@ def write_samples(torch, a, cfg, enc, dec, which):
               file=sys.stderr)
 
 
-def main(argv=None):
+def main(argv=None, fit=None):
+    """fit: optional callable fit(torch, cfg, enc, dec, frequent_ids) -> dict, run on the seeded modules
+    before export (examples/models/whisper_fit.py); its dict goes to config.json as "wlower_fit"."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=sorted(SIZES), default="tiny")
     ap.add_argument("--layers", type=int, help="encoder and decoder layers (override)")
@@ -403,6 +408,9 @@ def main(argv=None):
     ap.add_argument("--lm-head-copy", action="store_true",
                     help="keep torch's folded transposed copy of the tied LM head (file holds the table twice)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--untied-head", action="store_true",
+                    help="the LM head as its own weight proj_out (initialised to embed_tokens), "
+                         "HF's tie_word_embeddings false; whisper_fit.py fits it")
     ap.add_argument("--dynamic", action="store_true",
                     help="Optimum-style export: dynamic batch/sequence axes, then fixed to static input dims")
     ap.add_argument("--layout", choices=("wlower", "optimum"), default="wlower",
@@ -443,7 +451,7 @@ def main(argv=None):
         ap.error("--frames must be even")
     if a.past + 1 > TEXT_CTX or a.tokens > TEXT_CTX:
         ap.error("--past/--tokens exceed text ctx %d" % TEXT_CTX)
-    cfg.update(vocab=a.vocab, audio_ctx=a.frames // 2, scale_style=a.scale_style,
+    cfg.update(untied_head=a.untied_head, vocab=a.vocab, audio_ctx=a.frames // 2, scale_style=a.scale_style,
                frequent=a.frequent, enc_pos=a.enc_pos, attn_gain=a.attn_gain, stem_gain=a.stem_gain)
     which = [w.strip() for w in a.which.split(",") if w.strip()]
     for w in which:
@@ -465,9 +473,15 @@ def main(argv=None):
         enc = Enc(cfg).eval()
         init_weights(torch, enc, "encoder.", a.seed, cfg)
     dec = None
+    fitted = None
     if any(w.startswith("decoder") for w in which):
         dec = Dec(cfg).eval()
-        init_weights(torch, dec, "decoder.", a.seed, cfg)
+        frequent = init_weights(torch, dec, "decoder.", a.seed, cfg)
+        if a.untied_head:
+            with torch.no_grad():
+                dec.proj_out.weight.copy_(dec.embed_tokens.weight)
+        if fit is not None:
+            fitted = fit(torch, cfg, enc, dec, frequent)
     emb = dec.embed_tokens.weight.detach().numpy() if dec is not None else None
 
     def ref_write(graph, names, arrays):
@@ -595,6 +609,10 @@ def main(argv=None):
                 "num_mel_bins": N_MELS, "max_source_positions": ctx, "max_target_positions": TEXT_CTX,
                 "decoder_start_token_id": SOT, "eos_token_id": EOT, "pad_token_id": EOT,
                 "wlower_generator": {"seed": a.seed, "size": a.size, "frames": a.frames}}
+        if a.untied_head:
+            conf["tie_word_embeddings"] = False
+        if fitted is not None:
+            conf["wlower_fit"] = fitted
         with open(os.path.join(a.out, "config.json"), "w") as f:
             json.dump(conf, f, indent=1)
         # the tokenizer next to the model, where `wlower transcribe` looks for it by default

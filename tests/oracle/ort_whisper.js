@@ -5,6 +5,7 @@
 //
 //   node ort_whisper.js EXPORT_DIR --mel MEL.npy [--language ID] [--task ID]
 //        [--no-timestamps] [--max-tokens N] [--logits-dir DIR] [--threads N]
+//        [--prev ID,ID,...] [--window W]
 //
 // MEL.npy: float32 [1, M, F] log-mel (what wlower's mel program wrote with
 // --dump-logits; its own check is against numpy). encoder_model.onnx gives the
@@ -24,6 +25,9 @@
 // stderr: wall times (encoder, prompt run, the single-token runs, total).
 // --logits-dir DIR: DIR/step_0_K.npy, the raw float32 logits [V] of the step
 // that chose the K-th sampled id (the <|endoftext|> step included).
+// --prev: the previous text as context, prompt <|startofprev|> IDS... before
+// <|startoftranscript|> (openai-whisper's condition_on_previous_text; a later
+// window of a long clip). --window W names the logits step_W_K.npy.
 'use strict';
 
 const fs = require('fs');
@@ -124,7 +128,7 @@ function argmax(x) {
 async function main() {
 	const args = process.argv.slice(2);
 	let dir = null, mel = null, lang = 50259, task = 50359, timestamps = true, maxTok = 224, logitsDir = null,
-		threads = 0;
+		threads = 0, prev = null, win = 0;
 	for (let i = 0; i < args.length; i++) {
 		const a = args[i];
 		if (a === '--mel') mel = args[++i];
@@ -134,6 +138,8 @@ async function main() {
 		else if (a === '--max-tokens') maxTok = parseInt(args[++i], 10);
 		else if (a === '--logits-dir') logitsDir = args[++i];
 		else if (a === '--threads') threads = parseInt(args[++i], 10);
+		else if (a === '--prev') prev = args[++i].split(',').filter((s) => s).map((s) => parseInt(s, 10));
+		else if (a === '--window') win = parseInt(args[++i], 10);
 		else if (!dir && !a.startsWith('-')) dir = a;
 		else die(2, 'unexpected argument ' + a);
 	}
@@ -153,7 +159,9 @@ async function main() {
 	const now = () => Number(process.hrtime.bigint()) / 1e6;
 	const t0 = now();
 	const hid = (await enc.run({input_features: new ort.Tensor('float32', m.data, m.shape)})).last_hidden_state;
-	const prompt = [tok.sot, lang, task].concat(timestamps ? [] : [tok.noTimestamps]);
+	const prompt = (prev ? [tok.sotPrev].concat(prev) : []).concat([tok.sot, lang, task],
+		timestamps ? [] : [tok.noTimestamps]);
+	if (prompt.some((t) => !Number.isInteger(t) || t < 0 || t >= V)) die(2, '--prev: ids must be integers in [0, ' + V + ')');
 	const t1 = now();
 	let out = await first.run({
 		input_ids: new ort.Tensor('int64', BigInt64Array.from(prompt.map(BigInt)), [1, prompt.length]),
@@ -167,7 +175,7 @@ async function main() {
 	for (let k = 0; k < maxTok; k++) {
 		const lg = self.logits, off = row * V;
 		const raw = lg.data.slice(off, off + V);
-		if (logitsDir) npyWriteF32(path.join(logitsDir, 'step_0_' + k + '.npy'), raw);
+		if (logitsDir) npyWriteF32(path.join(logitsDir, 'step_' + win + '_' + k + '.npy'), raw);
 		const id = argmax(filter(raw, sampled, tok, timestamps, cfg.max_source_positions));
 		if (id === tok.eot) break;
 		sampled.push(id);

@@ -2,6 +2,7 @@
 """test_whisper_pipeline.py — the Whisper pipeline end to end on a seeded tiny export.
 
     test_whisper_pipeline.py WLOWER WORKDIR [--targets ref,host] [--qc full|errors|none]
+                             [--fit-targets ref,host]
 
 1. examples/models/whisper.py --layout optimum writes a seeded Whisper (1 encoder and 2 decoder
    layers, d 64, 2 heads, 200 mel frames = 2 s windows, the full 51865-id vocabulary so the
@@ -24,12 +25,20 @@
    >= 40 dB, the simulated report (per window, per token, RTF, saturation, the vendor's tables; json
    report.sim consistent), --tranges PIPE giving the same modules; without --calibrate/--tranges a
    usage error, an unreadable calibration clip named (--qc errors: these two only).
-5. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
+5. The fitted fixture (examples/models/whisper_fit.py --fast, cached in WORKDIR/fitted while the
+   generator scripts are unchanged): on each --fit-targets target, `wlower transcribe` prints the
+   transcript of jfk.wav, of the LibriSpeech clip and of a 35.34 s clip built from both (jfk cut to
+   11.00 s + the LibriSpeech clip padded to 13.34 s + the jfk cut: two windows): the text equals
+   ../shared/data/README.md's transcripts, segments in time order; every window's ids equal the
+   ONNX Runtime loop (window 1 with <|startofprev|> + window 0's ids, as openai-whisper conditions
+   on the previous text), per-step logits >= 100 dB.
+6. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
    a pipeline whose step program was altered; --beam-size 2; -o with an unknown extension.
 Ends with "whisper-pipeline: N passed, M failed".
 """
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -45,6 +54,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
 TOK = os.path.join(SHARED, "whisper", "multilingual.tiktoken")
 JFK = os.path.join(SHARED, "audio", "jfk.wav")
+LIBRI = os.path.join(SHARED, "audio", "1272-141231-0002.wav")
 PY = "/usr/bin/python3"
 GEN = ["--layout", "optimum", "--enc-layers", "1", "--dec-layers", "2", "--d-model", "64", "--heads", "2",
        "--ffn", "128", "--frames", "200"]
@@ -106,6 +116,89 @@ def psnr(ref, got):
 def transcribe(W, pipe, audio, extra=(), env=None):
     return run([W, "transcribe", audio, "--pipeline", pipe, "--tokenizer", TOK, "--threads", "1"] + list(extra),
                env=env)
+
+
+def readme_transcript(name):
+    """The quoted transcript of audio/NAME in ../shared/data/README.md (the expected text)."""
+    for line in open(os.path.join(SHARED, "README.md"), encoding="utf-8"):
+        if line.startswith("| audio/%s |" % name):
+            return re.search(r'"([^"]+)"', line).group(1)
+    raise SystemExit("README.md: no transcript for " + name)
+
+
+SEG = re.compile(r"^\[(\d\d):(\d\d):(\d\d)\.(\d\d\d) --> (\d\d):(\d\d):(\d\d)\.(\d\d\d)\]\s+(.*)$")
+
+
+def fitted_cases(W, t, work, targets):
+    """Section 5: text equality on the fitted fixture, ids against the ONNX Runtime loop."""
+    fit = os.path.join(work, "fitted")
+    gen = [os.path.join(ROOT, "examples", "models", f) for f in ("whisper_fit.py", "whisper.py", "common.py")]
+    stamp = hashlib.sha256(b"".join(open(f, "rb").read() for f in gen)).hexdigest()
+    sp = os.path.join(work, "fitted.stamp")
+    if not (os.path.exists(os.path.join(fit, "config.json")) and os.path.exists(sp) and open(sp).read() == stamp):
+        r = run([PY, gen[0], fit, "--fast"])
+        if r.returncode:
+            t.check("whisper_fit.py --fast", False, r.stderr.strip()[-400:])
+            return
+        with open(sp, "w") as f:
+            f.write(stamp)
+    tj, tl = readme_transcript("jfk.wav"), readme_transcript("1272-141231-0002.wav")
+    _, _, pj = read_wav(JFK)
+    _, _, pl = read_wav(LIBRI)
+    a = pj[:176000]
+    b = np.concatenate([pl, np.zeros(-len(pl) % 320, np.int16)])
+    long = os.path.join(work, "long.wav")
+    write_wav(long, 16000, 1, np.concatenate([a, b, a]))
+    clips = (("jfk", JFK, tj, 1), ("librispeech", LIBRI, tl, 1), ("long 35.34 s", long, " ".join([tj, tl, tj]), 2))
+    for target in targets:
+        pipe = os.path.join(work, "pipe-fit-" + target)
+        shutil.rmtree(pipe, ignore_errors=True)
+        r = run([W, fit, "--pipeline", "whisper", "--target", target, "-o", pipe])
+        if r.returncode:
+            t.check("fitted/%s: compile" % target, False, r.stderr.strip()[-300:])
+            continue
+        for name, clip, want, nwin in clips:
+            label = "fitted/%s %s" % (target, name)
+            tag = label.replace("/", "-").replace(" ", "-")
+            dump, js = os.path.join(work, "dump-" + tag), os.path.join(work, tag + ".json")
+            shutil.rmtree(dump, ignore_errors=True)
+            r = transcribe(W, pipe, clip, ["--dump-logits", dump, "-o", js])
+            segs = [SEG.match(l) for l in r.stdout.splitlines()]
+            segs = [m for m in segs if m]
+            text = " ".join(m.group(9).strip() for m in segs)
+            t.check(label + ": prints the README transcript", r.returncode == 0 and text == want,
+                    "" if text == want else "exit %d, got %r" % (r.returncode, text[:300]))
+            sec = [(int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3)) + int(m.group(4)) / 1000,
+                    int(m.group(5)) * 3600 + int(m.group(6)) * 60 + int(m.group(7)) + int(m.group(8)) / 1000)
+                   for m in segs]
+            mono = len(sec) > 0 and all(s0 <= s1 for s0, s1 in sec) and \
+                all(sec[i][1] <= sec[i + 1][0] for i in range(len(sec) - 1))
+            ws = json.load(open(js))["report"]["windows_sampled"] if r.returncode == 0 else []
+            t.check(label + ": %d window(s), segments in time order" % nwin, len(ws) == nwin and mono,
+                    "windows %d, segments %s" % (len(ws), sec))
+            prev = []
+            for w, entry in enumerate(ws):
+                got = entry["tokens"]
+                ended = bool(got) and got[-1] == 50257
+                got = got[:-1] if ended else got
+                ort_dir = os.path.join(work, "ort-" + tag + "-%d" % w)
+                shutil.rmtree(ort_dir, ignore_errors=True)
+                cmd = ["node", os.path.join(HERE, "ort_whisper.js"), fit, "--mel", os.path.join(dump, "mel_%d.npy" % w),
+                       "--logits-dir", ort_dir, "--window", str(w), "--threads", "1"]
+                if prev:
+                    cmd += ["--prev", ",".join(str(x) for x in prev[-223:])]
+                ro = run(cmd)
+                want_ids = [int(x) for x in ro.stdout.strip().split(",") if x] if ro.returncode == 0 else None
+                t.check(label + ": window %d ids equal the ONNX Runtime loop (%d ids, ends with <|endoftext|>)"
+                        % (w, len(got)), want_ids == got and ended,
+                        ro.stderr.strip()[-300:] if ro.returncode else
+                        "" if want_ids == got else "got %s want %s" % (got, want_ids))
+                names = sorted(os.listdir(ort_dir)) if os.path.isdir(ort_dir) else []
+                worst = min([psnr(np.load(os.path.join(ort_dir, nm)), np.load(os.path.join(dump, nm)))
+                             if os.path.exists(os.path.join(dump, nm)) else -1.0 for nm in names] or [-1.0])
+                t.check(label + ": window %d logits >= 100 dB (%d steps)" % (w, len(names)), worst >= 100,
+                        "worst %.1f dB" % worst)
+                prev += got
 
 
 def oracle_case(W, t, work, export, pipe, target, clip, no_ts, min_db=100, env=None):
@@ -243,6 +336,7 @@ def main():
     ap.add_argument("--targets", default="ref,host")
     ap.add_argument("--qc", choices=("full", "errors", "none"), default="full",
                     help="the qc-p x4 32 MB case (errors: its bad-input checks only, for sanitizer builds)")
+    ap.add_argument("--fit-targets", default="ref,host", help="targets of the fitted-fixture section ('' skips it)")
     a = ap.parse_args()
     W, work = a.wlower, a.work
     os.makedirs(work, exist_ok=True)
@@ -367,7 +461,10 @@ def main():
     temps = [s["temperature"] for s in json.load(open(fj))["segments"]] if r.returncode == 0 else [None]
     t.check("--fallback: segments decoded at temperatures 0, 0.2, ..., 1.0",
             all(x is not None and abs(x * 5 - round(x * 5)) < 1e-9 and 0 <= x <= 1 for x in temps), str(temps))
-    # 5. bad input
+    # 5. the fitted fixture: text equality
+    if a.fit_targets:
+        fitted_cases(W, t, work, a.fit_targets.split(","))
+    # 6. bad input
     out = os.path.join(work, "bad.json")
     empty, corrupt = os.path.join(work, "empty.wav"), os.path.join(work, "corrupt.wav")
     open(empty, "wb").close()
