@@ -12,16 +12,20 @@
    jfk.wav: the ids sampled in window 0 equal the oracle's own loop (tests/oracle/ort_whisper.js:
    ONNX Runtime on the same export, prompt in one decoder_model run, cache grown by
    concatenation, OpenAI's greedy rules written again in JavaScript) fed the same log-mel;
-   per-step logits PSNR >= 100 dB; with and without timestamps. The log-mel itself against a
+   per-step logits PSNR >= 100 dB; with and without timestamps. --beam-size 5 ids equal the
+   oracle's own beam search (openai-whisper's BeamSearchDecoder written again; on ref also
+   without timestamps, with --patience 2 --length-penalty 1), and differ from greedy. The log-mel itself against a
    float64 numpy log-mel: PSNR >= 60 dB. The same with 4-bit weights (`wlower quantize` of the
    three graphs: com.microsoft MatMulNBits) on the last target.
 4. jfk.wav (11 s): several windows, segments in time order, srt and vtt well formed; a 44.1 kHz
    stereo copy of the clip (downmix + libsoxr) transcribes.
    --temperature with a seed repeats; --fallback decodes at 0, 0.2, ... 1.0.
-   --model EXPORT --target ref compiles into $WLOWER_CACHE once; --prompt adds prompt tokens.
+   --model EXPORT --target ref compiles into $WLOWER_CACHE once; --prompt's ids are tiktoken's
+   (npm tiktoken on the same ranks) and go before window 0's prompt.
 5. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
-   a pipeline whose step program was altered; --beam-size 2; -o with an unknown extension.
+   a pipeline whose step program was altered; --beam-size 0, --patience 0; -o with an unknown
+   extension.
 Ends with "whisper-pipeline: N passed, M failed".
 """
 import argparse
@@ -41,6 +45,7 @@ SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
 TOK = os.path.join(SHARED, "whisper", "multilingual.tiktoken")
 JFK = os.path.join(SHARED, "audio", "jfk.wav")
 PY = "/usr/bin/python3"
+PROMPT = "  Hello, world: it's 2024 -- Ça va?  "
 GEN = ["--layout", "optimum", "--enc-layers", "1", "--dec-layers", "2", "--d-model", "64", "--heads", "2",
        "--ffn", "128", "--frames", "200"]
 
@@ -137,6 +142,34 @@ def oracle_case(W, t, work, export, pipe, target, clip, no_ts):
     return dump
 
 
+def beam_case(W, t, work, export, pipe, target, clip, extra=()):
+    """--beam-size 5 ids equal the oracle's own beam search (ort_whisper.js --beam-size: N copies of
+    the prompt state, candidates in a Map keyed by sequence, ONNX Runtime presents per beam)."""
+    label = "%s/beam5%s" % (target, "".join(extra).replace("--", "/"))
+    tag = label.replace("/", "-")
+    dump, out = os.path.join(work, "dump-" + tag), os.path.join(work, "out-" + tag + ".json")
+    shutil.rmtree(dump, ignore_errors=True)
+    r = transcribe(W, pipe, clip, ["--beam-size", "5", "--max-tokens", "24", "--dump-logits", dump, "-o", out] +
+                   list(extra))
+    if r.returncode:
+        t.check(label + ": transcribe", False, r.stderr.strip()[-300:])
+        return None
+    rep = json.load(open(out))["report"]
+    got = rep["windows_sampled"][0]["tokens"]
+    got = got[:-1] if got and got[-1] == 50257 else got
+    r = run(["node", os.path.join(HERE, "ort_whisper.js"), export, "--mel", os.path.join(dump, "mel_0.npy"),
+             "--max-tokens", "24", "--threads", "1", "--beam-size", "5"] + list(extra))
+    if r.returncode:
+        t.check(label + ": ONNX Runtime beam search", False, r.stderr.strip()[-300:])
+        return None
+    want = [int(x) for x in r.stdout.strip().split(",") if x]
+    t.check(label + ": ids equal the ONNX Runtime beam search (%d ids, %d hypothesis steps, %d forks)" %
+            (len(want), rep.get("beam_steps", 0), rep.get("beam_forks", 0)),
+            got == want and len(want) > 0 and rep.get("beam_steps", 0) > len(want) and rep.get("beam_forks", 0) > 0,
+            "" if got == want else "got %s want %s" % (got, want))
+    return got
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("wlower")
@@ -177,6 +210,13 @@ def main():
         dump = oracle_case(W, t, work, export, pipe, target, clip, False)
         if target == "ref":
             oracle_case(W, t, work, export, pipe, target, clip, True)
+        beam = beam_case(W, t, work, export, pipe, target, clip)
+        if target == "ref":
+            beam_case(W, t, work, export, pipe, target, clip, ["--no-timestamps", "--patience", "2",
+                                                               "--length-penalty", "1"])
+            greedy = json.load(open(os.path.join(work, "out-ref.json")))["report"]["windows_sampled"][0]["tokens"]
+            # on this seeded model the beam's choice differs from greedy (else the check above tests little)
+            t.check("ref: beam 5 chooses other ids than greedy", beam is not None and beam != greedy[:len(beam)])
         if dump and target == "ref":
             import zipfile  # noqa: F401  (np.load of .npz needs it)
             filters = np.load(os.path.join(SHARED, "whisper", "mel_filters.npz"))["mel_80"]
@@ -242,15 +282,24 @@ def main():
     shutil.rmtree(env["WLOWER_CACHE"], ignore_errors=True)
     pj = os.path.join(work, "prompt.json")
     cmd = [W, "transcribe", clip, "--model", export, "--target", "ref", "--tokenizer", TOK, "--threads", "1",
-           "--max-tokens", "4", "--prompt", " Hello world", "--no-context", "-o", pj]
+           "--max-tokens", "4", "--prompt", PROMPT, "--no-context", "-o", pj]
     r1 = run(cmd, env=env)
     r2 = run(cmd, env=env)
     rep = json.load(open(pj))["report"] if r2.returncode == 0 else {}
     t.check("--model: compiled on first use, reused after", r1.returncode == 0 and r2.returncode == 0 and
             "compiling" in r1.stderr and "compiling" not in r2.stderr, (r1.stderr + r2.stderr).strip()[-300:])
-    # window 0's prompt: <|startofprev|> " Hello" " world" <|startoftranscript|> <|en|> <|transcribe|>;
+    # the prompt ids are OpenAI's: tiktoken (npm, the Rust crate) of " " + the stripped text
+    cases = os.path.join(work, "prompt-texts.json")
+    json.dump([" " + PROMPT.strip()], open(cases, "w"), ensure_ascii=False)
+    r = run(["node", os.path.join(HERE, "tiktoken_check.js"), TOK, cases])
+    want = json.loads(r.stdout)[0] if r.returncode == 0 else None
+    t.check("--prompt ids equal tiktoken's encoding of ' ' + the stripped text (%s)" % want,
+            want is not None and rep.get("prompt_ids") == want, "got %s; %s" % (rep.get("prompt_ids"), r.stderr[-200:]))
+    # window 0's prompt: <|startofprev|> the ids <|startoftranscript|> <|en|> <|transcribe|>;
     # with --no-context every later window has the 3 sot tokens only
-    t.check("--prompt: 3 more prompt tokens in window 0", rep.get("prompt_tokens", 0) == 3 * rep.get("windows", 0) + 3,
+    n = len(want or [])
+    t.check("--prompt: %d more prompt tokens in window 0" % (n + 1),
+            rep.get("prompt_tokens", 0) == 3 * rep.get("windows", 0) + n + 1,
             "prompt_tokens %s, windows %s" % (rep.get("prompt_tokens"), rep.get("windows")))
     # sampling: the same seed gives the same ids run after run; --fallback retries at +0.2 steps
     samp = []
@@ -289,9 +338,12 @@ def main():
     r = run([W, "transcribe", clip, "--pipeline", pipe, "--tokenizer", os.path.join(work, "none.tiktoken")])
     ok, det = one_line_error(r, 1, "none.tiktoken")
     t.check("missing tokenizer: one line naming the file, exit 1", ok, det)
-    r = transcribe(W, pipe, clip, ["--beam-size", "2"])
-    ok, det = one_line_error(r, 2, "--beam-size 2")
-    t.check("--beam-size 2: usage error", ok, det)
+    r = transcribe(W, pipe, clip, ["--beam-size", "0"])
+    ok, det = one_line_error(r, 2, "--beam-size")
+    t.check("--beam-size 0: usage error", ok, det)
+    r = transcribe(W, pipe, clip, ["--beam-size", "5", "--patience", "0"])
+    ok, det = one_line_error(r, 2, "--patience")
+    t.check("--patience 0: usage error", ok, det)
     r = transcribe(W, pipe, clip, ["-o", os.path.join(work, "x.mp4")])
     ok, det = one_line_error(r, 2, "x.mp4")
     t.check("-o with an unknown extension: usage error", ok, det)
