@@ -206,6 +206,7 @@ async function beamSearch(ort, step, L, first, row0, tok, timestamps, audioCtx, 
 		}
 		beams = ran;
 	}
+	const ended = finished.size;                // finished by <|endoftext|> itself
 	if (finished.size < N) {
 		const idx = beams.map((_, j) => j).sort((a, b) => (beams[b].sum - beams[a].sum) || (a - b));
 		for (const j of idx) {
@@ -221,7 +222,7 @@ async function beamSearch(ort, step, L, first, row0, tok, timestamps, audioCtx, 
 		const sc = sum / penalty;
 		if (best === null || sc > bestScore) { best = seq.slice(0, len); bestScore = sc; }
 	}
-	return {ids: best, steps};
+	return {ids: best, steps, ended};
 }
 
 function argmax(x) {
@@ -279,7 +280,8 @@ async function main() {
 			maxTok, beam, patience, lengthPenalty, cross);
 		const t3 = now();
 		process.stdout.write(r.ids.join(',') + '\n');
-		process.stderr.write('ort_whisper: beam ' + beam + ', ' + r.steps + ' hypothesis steps ' +
+		process.stderr.write('ort_whisper: beam ' + beam + ', ' + r.ended + ' finished by <|endoftext|>, ' + r.steps +
+			' hypothesis steps ' +
 			(t3 - t2).toFixed(1) + ' ms, total ' + (t3 - t0).toFixed(1) + ' ms\n');
 		return;
 	}

@@ -13,8 +13,9 @@
    ONNX Runtime on the same export, prompt in one decoder_model run, cache grown by
    concatenation, OpenAI's greedy rules written again in JavaScript) fed the same log-mel;
    per-step logits PSNR >= 100 dB; with and without timestamps. --beam-size 5 ids equal the
-   oracle's own beam search (openai-whisper's BeamSearchDecoder written again; on ref also
-   without timestamps, with --patience 2 --length-penalty 1), and differ from greedy. The log-mel itself against a
+   oracle's own beam search (openai-whisper's BeamSearchDecoder written again) and differ from
+   greedy; on ref also with the <|endoftext|> logit raised by 1 (so that hypotheses finish:
+   collection, patience, ranking by length, with --patience, --length-penalty, --no-timestamps). The log-mel itself against a
    float64 numpy log-mel: PSNR >= 60 dB. The same with 4-bit weights (`wlower quantize` of the
    three graphs: com.microsoft MatMulNBits) on the last target.
 4. jfk.wav (11 s): several windows, segments in time order, srt and vtt well formed; a 44.1 kHz
@@ -142,10 +143,10 @@ def oracle_case(W, t, work, export, pipe, target, clip, no_ts):
     return dump
 
 
-def beam_case(W, t, work, export, pipe, target, clip, extra=()):
+def beam_case(W, t, work, export, pipe, target, clip, extra=(), tag="", must_end=False):
     """--beam-size 5 ids equal the oracle's own beam search (ort_whisper.js --beam-size: N copies of
     the prompt state, candidates in a Map keyed by sequence, ONNX Runtime presents per beam)."""
-    label = "%s/beam5%s" % (target, "".join(extra).replace("--", "/"))
+    label = "%s%s/beam5%s" % (target, tag, "".join(extra).replace("--", "/"))
     tag = label.replace("/", "-")
     dump, out = os.path.join(work, "dump-" + tag), os.path.join(work, "out-" + tag + ".json")
     shutil.rmtree(dump, ignore_errors=True)
@@ -163,11 +164,33 @@ def beam_case(W, t, work, export, pipe, target, clip, extra=()):
         t.check(label + ": ONNX Runtime beam search", False, r.stderr.strip()[-300:])
         return None
     want = [int(x) for x in r.stdout.strip().split(",") if x]
-    t.check(label + ": ids equal the ONNX Runtime beam search (%d ids, %d hypothesis steps, %d forks)" %
-            (len(want), rep.get("beam_steps", 0), rep.get("beam_forks", 0)),
-            got == want and len(want) > 0 and rep.get("beam_steps", 0) > len(want) and rep.get("beam_forks", 0) > 0,
-            "" if got == want else "got %s want %s" % (got, want))
+    ended = re.search(r"(\d+) finished by <\|endoftext\|>", r.stderr)
+    ended = int(ended.group(1)) if ended else -1
+    t.check(label + ": ids equal the ONNX Runtime beam search (%d ids, %d hypothesis steps, %d forks, %d finished "
+            "by <|endoftext|>)" % (len(want), rep.get("beam_steps", 0), rep.get("beam_forks", 0), ended),
+            got == want and len(want) > 0 and rep.get("beam_steps", 0) > len(want) and rep.get("beam_forks", 0) > 0 and
+            (ended > 0 if must_end else ended >= 0), "" if got == want else "got %s want %s" % (got, want))
     return got
+
+
+def eot_biased(export, out, bias):
+    """The export with `bias` added to the <|endoftext|> logit in both decoders (an Add after the
+    logits MatMul): seeded decoders hardly ever end, and beam search's finished-hypothesis path
+    (collection, patience, ranking by length) needs hypotheses that do."""
+    import onnx
+    from onnx import helper, numpy_helper
+    os.makedirs(out, exist_ok=True)
+    for f in ("config.json", "encoder_model.onnx"):
+        shutil.copy(os.path.join(export, f), out)
+    for g in ("decoder_model", "decoder_with_past_model"):
+        m = onnx.load(os.path.join(export, g + ".onnx"))
+        n = [n for n in m.graph.node if "logits" in n.output][0]
+        n.output[list(n.output).index("logits")] = "logits_before_eot_bias"
+        b = np.zeros(51865, np.float32)
+        b[50257] = bias
+        m.graph.initializer.append(numpy_helper.from_array(b, "eot_bias"))
+        m.graph.node.append(helper.make_node("Add", ["logits_before_eot_bias", "eot_bias"], ["logits"]))
+        onnx.save(m, os.path.join(out, g + ".onnx"))
 
 
 def main():
@@ -212,11 +235,23 @@ def main():
             oracle_case(W, t, work, export, pipe, target, clip, True)
         beam = beam_case(W, t, work, export, pipe, target, clip)
         if target == "ref":
-            beam_case(W, t, work, export, pipe, target, clip, ["--no-timestamps", "--patience", "2",
-                                                               "--length-penalty", "1"])
             greedy = json.load(open(os.path.join(work, "out-ref.json")))["report"]["windows_sampled"][0]["tokens"]
             # on this seeded model the beam's choice differs from greedy (else the check above tests little)
             t.check("ref: beam 5 chooses other ids than greedy", beam is not None and beam != greedy[:len(beam)])
+            # hypotheses that end: <|endoftext|> logit + 1 (see eot_biased)
+            eot = os.path.join(work, "export-eot")
+            if not os.path.exists(os.path.join(eot, "decoder_with_past_model.onnx")):
+                eot_biased(export, eot, 1.0)
+            epipe = os.path.join(work, "pipe-eot-ref")
+            shutil.rmtree(epipe, ignore_errors=True)
+            r = run([W, eot, "--pipeline", "whisper", "--target", "ref", "-o", epipe])
+            t.check("ref: compile the <|endoftext|>-biased export", r.returncode == 0, r.stderr.strip()[-300:])
+            if r.returncode == 0:
+                beam_case(W, t, work, eot, epipe, target, clip, tag="/eot", must_end=True)
+                beam_case(W, t, work, eot, epipe, target, clip, ["--patience", "0.5", "--length-penalty", "1"],
+                          tag="/eot", must_end=True)
+                beam_case(W, t, work, eot, epipe, target, clip, ["--no-timestamps", "--patience", "2"], tag="/eot",
+                          must_end=True)
         if dump and target == "ref":
             import zipfile  # noqa: F401  (np.load of .npz needs it)
             filters = np.load(os.path.join(SHARED, "whisper", "mel_filters.npz"))["mel_80"]
