@@ -18,7 +18,8 @@
  * present, the runtime reads one row of it). This is llm.c's scheme; the cost
  * of a step does not grow with p except through attention itself.
  *
- * Decoding rules (openai-whisper decoding.py, greedy at temperature 0):
+ * Decoding rules (openai-whisper decoding.py, greedy at temperature 0; beam
+ * search below, decode_beam):
  * SuppressBlank (at the first sampled token " " and <|endoftext|>),
  * SuppressTokens (OpenAI's default non-speech list "-1" of the multilingual
  * vocabulary, and the special tokens translate, transcribe, startoftranscript,
