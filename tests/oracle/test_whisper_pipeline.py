@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """test_whisper_pipeline.py — the Whisper pipeline end to end on a seeded tiny export.
 
-    test_whisper_pipeline.py WLOWER WORKDIR [--targets ref,host]
+    test_whisper_pipeline.py WLOWER WORKDIR [--targets ref,host] [--light]
 
 1. examples/models/whisper.py --layout optimum writes a seeded Whisper (1 encoder and 2 decoder
    layers, d 64, 2 heads, 200 mel frames = 2 s windows, the full 51865-id vocabulary so the
@@ -198,6 +198,8 @@ def main():
     ap.add_argument("wlower")
     ap.add_argument("work")
     ap.add_argument("--targets", default="ref,host")
+    ap.add_argument("--light", action="store_true", help="sanitizer builds: beam search on ref only, one "
+                    "<|endoftext|>-biased case")
     a = ap.parse_args()
     W, work = a.wlower, a.work
     os.makedirs(work, exist_ok=True)
@@ -233,7 +235,7 @@ def main():
         dump = oracle_case(W, t, work, export, pipe, target, clip, False)
         if target == "ref":
             oracle_case(W, t, work, export, pipe, target, clip, True)
-        beam = beam_case(W, t, work, export, pipe, target, clip)
+        beam = beam_case(W, t, work, export, pipe, target, clip) if target == "ref" or not a.light else None
         if target == "ref":
             greedy = json.load(open(os.path.join(work, "out-ref.json")))["report"]["windows_sampled"][0]["tokens"]
             # on this seeded model the beam's choice differs from greedy (else the check above tests little)
@@ -248,6 +250,7 @@ def main():
             t.check("ref: compile the <|endoftext|>-biased export", r.returncode == 0, r.stderr.strip()[-300:])
             if r.returncode == 0:
                 beam_case(W, t, work, eot, epipe, target, clip, tag="/eot", must_end=True)
+            if r.returncode == 0 and not a.light:
                 beam_case(W, t, work, eot, epipe, target, clip, ["--patience", "0.5", "--length-penalty", "1"],
                           tag="/eot", must_end=True)
                 beam_case(W, t, work, eot, epipe, target, clip, ["--no-timestamps", "--patience", "2"], tag="/eot",
