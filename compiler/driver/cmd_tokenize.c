@@ -19,7 +19,7 @@
 static const char CMD[] = "tokenize";
 
 static const char usage_tokenize[] =
-"usage: wlower tokenize --tokenizer FILE [--no-special] [--show-tokens] TEXT\n"
+"usage: wlower tokenize --tokenizer FILE [--no-special] [--show-tokens] [--] TEXT\n"
 "       wlower tokenize --tokenizer FILE --decode ID,ID,... [--skip-special]\n"
 "\n"
 "Encodes TEXT (UTF-8) with a Hugging Face tokenizer.json (BPE models: the Llama,\n"
@@ -29,11 +29,12 @@ static const char usage_tokenize[] =
 "transcribe --prompt` feeds the decoder), ids decoded with Whisper's special tokens\n"
 "(<|en|>, <|0.00|>, ...) and the bytes of the text tokens as they are.\n"
 "\n"
-"  --tokenizer FILE   the tokenizer.json\n"
+"  --tokenizer FILE   the tokenizer.json (or FILE.tiktoken)\n"
 "  --no-special       do not add the post-processor's special ids (e.g. Llama's <s>)\n"
 "  --show-tokens      one line per id: ID<TAB>the token decoded alone\n"
 "  --decode LIST      decode comma-separated ids instead of encoding\n"
 "  --skip-special     with --decode: leave special added tokens out of the text\n"
+"  --                 what follows is TEXT (a TEXT starting with '-')\n"
 "  -h, --help         this help\n"
 "\n"
 "stdout: the ids comma-separated on one line (encoding), or the text (decoding).\n"
