@@ -4,27 +4,37 @@
  *
  *   wlower tokenize --tokenizer FILE [--no-special] [--show-tokens] TEXT
  *   wlower tokenize --tokenizer FILE --decode ID,ID,... [--skip-special]
+ *
+ * A FILE ending in .tiktoken is Whisper's vocabulary (whisper_tokenizer.c):
+ * what `transcribe --prompt` encodes (tiktoken's encode_ordinary), and ids
+ * decoded with Whisper's special tokens.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/driver/commands.h"
+#include "runtime/pipelines/pipeline.h"
 #include "runtime/pipelines/tokenizer.h"
 
 static const char CMD[] = "tokenize";
 
 static const char usage_tokenize[] =
-"usage: wlower tokenize --tokenizer FILE [--no-special] [--show-tokens] TEXT\n"
+"usage: wlower tokenize --tokenizer FILE [--no-special] [--show-tokens] [--] TEXT\n"
 "       wlower tokenize --tokenizer FILE --decode ID,ID,... [--skip-special]\n"
 "\n"
 "Encodes TEXT (UTF-8) with a Hugging Face tokenizer.json (BPE models: the Llama,\n"
 "Qwen2 and GPT-2 families; docs/FORMATS.md \"Tokenizers\"), or decodes ids to text.\n"
+"A FILE ending in .tiktoken is Whisper's multilingual.tiktoken: TEXT encoded as tiktoken's\n"
+"encode_ordinary (GPT-2's regex split, then byte-pair merges by rank: what `wlower\n"
+"transcribe --prompt` feeds the decoder), ids decoded with Whisper's special tokens\n"
+"(<|en|>, <|0.00|>, ...) and the bytes of the text tokens as they are.\n"
 "\n"
-"  --tokenizer FILE   the tokenizer.json\n"
+"  --tokenizer FILE   the tokenizer.json (or FILE.tiktoken)\n"
 "  --no-special       do not add the post-processor's special ids (e.g. Llama's <s>)\n"
 "  --show-tokens      one line per id: ID<TAB>the token decoded alone\n"
 "  --decode LIST      decode comma-separated ids instead of encoding\n"
 "  --skip-special     with --decode: leave special added tokens out of the text\n"
+"  --                 what follows is TEXT (a TEXT starting with '-')\n"
 "  -h, --help         this help\n"
 "\n"
 "stdout: the ids comma-separated on one line (encoding), or the text (decoding).\n"
@@ -46,6 +56,57 @@ static const OptSpec tok_opts[] = {
 };
 #undef O
 
+/* FILE.tiktoken: Whisper's vocabulary (51865 ids). */
+static int tokenize_tiktoken(const TokArgs *a, const char *text, const int64_t *dec, int ndec)
+{
+	Diag d = {0};
+	WhisperVocab *v;
+	if (vocab_read(a->tokenizer, 51865, &v, &d) != WL_OK)
+		return cmd_error(CMD, &d);
+	int rc = CMD_OK;
+	if (a->decode) {
+		for (int i = 0; i < ndec && rc == CMD_OK; i++)
+			if (dec[i] < 0 || dec[i] >= 51865)
+				rc = cmd_error(CMD, (diag_fail(&d, "%s: id %lld is not in Whisper's vocabulary (0..51864)",
+				                               a->tokenizer, (long long)dec[i]), &d));
+		if (rc == CMD_OK) {
+			size_t len = vocab_decode(v, dec, ndec, !a->skip_special, NULL, 0);
+			char *s = malloc(len + 1);
+			if (!s)
+				wl_die(__FILE__, __LINE__, "out of memory");
+			vocab_decode(v, dec, ndec, !a->skip_special, s, len + 1);
+			fwrite(s, 1, len, stdout);
+			printf("\n");
+			free(s);
+		}
+	} else {
+		int cap = (int)strlen(text) + 1;
+		int64_t *ids = malloc((size_t)cap * sizeof *ids);
+		if (!ids)
+			wl_die(__FILE__, __LINE__, "out of memory");
+		Diag e = {0};
+		int n = vocab_encode(v, text, ids, cap, &e);
+		if (n < 0)
+			rc = cmd_error(CMD, (diag_fail(&d, "TEXT: %s", e.msg), &d));
+		for (int i = 0; i < n; i++) {
+			if (a->show) {
+				int len;
+				const char *b = vocab_bytes(v, ids[i], &len);
+				printf("%lld\t%.*s\n", (long long)ids[i], len, b);
+			} else {
+				printf("%s%lld", i ? "," : "", (long long)ids[i]);
+			}
+		}
+		if (n >= 0 && !a->show)
+			printf("\n");
+		free(ids);
+	}
+	vocab_free(v);
+	if (rc == CMD_OK && stdout_check(&d) != WL_OK)
+		rc = cmd_error(CMD, &d);
+	return rc;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
 	if (opt_help(argc, argv, usage_tokenize))
@@ -66,6 +127,12 @@ int cmd_tokenize(int argc, char **argv)
 	int64_t *ids = NULL;
 	int n = 0;
 	if (a.decode && (rc = cmd_parse_ids(CMD, "--decode", a.decode, &ids, &n)) != CMD_OK) {
+		free(ids);
+		return rc;
+	}
+	size_t fl = strlen(a.tokenizer);
+	if (fl > 9 && strcmp(a.tokenizer + fl - 9, ".tiktoken") == 0) {
+		rc = tokenize_tiktoken(&a, text, ids, n);
 		free(ids);
 		return rc;
 	}

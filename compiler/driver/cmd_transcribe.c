@@ -44,15 +44,25 @@ static const char usage_transcribe[] =
 "  --fallback            on a window whose text compresses more than 2.4x (zlib) or whose\n"
 "                        mean log-probability is < -1, retry at temperature +0.2 up to 1.0\n"
 "  --seed S              the sampler's seed (default 0)\n"
-"  --prompt TEXT         initial prompt: text the first window is conditioned on\n"
+"  --prompt TEXT         initial prompt: text the first window is conditioned on, encoded as\n"
+"                        openai-whisper does (\" \" + TEXT stripped, tiktoken BPE, 512 tokens\n"
+"                        at most)\n"
 "  --no-context          do not condition a window on the previous windows' text\n"
-"  --beam-size N         only 1 (greedy) is implemented\n"
+"  --beam-size N         at temperature 0, beam search over N hypotheses (default 1: greedy;\n"
+"                        whisper-cli and openai-whisper use 5), as openai-whisper's\n"
+"                        BeamSearchDecoder; each hypothesis has its own cache (a fork copies\n"
+"                        the parent's filled rows; the report counts them)\n"
+"  --patience P          beam search ends once round(N * P) hypotheses finished (default 1)\n"
+"  --length-penalty A    rank finished hypotheses by sum log-prob / ((5 + length) / 6)^A\n"
+"                        (default: sum log-prob / length, as openai-whisper)\n"
 "  --threads N           threads for the kernels (default: the online CPUs)\n"
 "  -o FILE               write the transcript (one AUDIO) as .txt, .srt, .vtt or .json by the\n"
 "                        extension (json: \"text\", \"segments\", \"report\"; the report's\n"
-"                        \"windows_sampled\" lists every id sampled per window), atomically\n"
+"                        \"windows_sampled\" lists every id sampled per window, \"prompt_ids\"\n"
+"                        the --prompt ids), atomically\n"
 "  --dump-logits DIR     DIR/mel_W.npy (window W's log-mel) and DIR/step_W_K.npy (the\n"
-"                        float32 logits [vocab] that chose the K-th token of window W)\n"
+"                        float32 logits [vocab] that chose the K-th token of window W;\n"
+"                        not with beam search, whose hypotheses each have their own)\n"
 "  --print-tokens        print each segment's token ids too\n"
 "  -h, --help            this help\n"
 "\n"
@@ -71,7 +81,7 @@ typedef struct TrArgs {
 	const char *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw;   /* --model, qc-* */
 	OptList calibrate;
 	long max_tokens, threads, seed, beam;
-	double temperature;
+	double temperature, patience, length_penalty;
 	bool no_ts, fallback, no_context, print_tokens;
 } TrArgs;
 
@@ -101,6 +111,8 @@ static const OptSpec tr_opts[] = {
 	{"--seed", NULL, OPT_INT, O(seed), 0, 2147483647L, false, "%s: '%s' is not 0..2147483647"},
 	{"--beam-size", NULL, OPT_INT, O(beam), 1, 64, false, "%s: '%s' is not 1..64"},
 	{"--temperature", NULL, OPT_REAL, O(temperature), 0, 1, false, "%s: '%s' is not 0..1"},
+	{"--patience", NULL, OPT_REAL, O(patience), 0, 64, true, "%s: '%s' is not in (0, 64]"},
+	{"--length-penalty", NULL, OPT_REAL, O(length_penalty), 0, 10, false, "%s: '%s' is not 0..10"},
 	{"--no-timestamps", NULL, OPT_FLAG, O(no_ts)},
 	{"--fallback", NULL, OPT_FLAG, O(fallback)},
 	{"--no-context", NULL, OPT_FLAG, O(no_context)},
@@ -142,7 +154,7 @@ static int on_step(void *ctx, int win, int k, int64_t id, const RTensor *logits,
 	if (k == 0)                /* a fallback retry starts the window's ids again */
 		cJSON_DeleteItemFromObjectCaseSensitive(last, "tokens"), cJSON_AddArrayToObject(last, "tokens");
 	cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(last, "tokens"), cJSON_CreateNumber((double)id));
-	if (!s->dump)
+	if (!s->dump || !logits)  /* beam search: the chosen ids, no logits */
 		return WL_OK;
 	char name[64];
 	snprintf(name, sizeof name, "step_%d_%d", win, k);
@@ -288,6 +300,12 @@ static cJSON *report_json(const WhisperInfo *wi, const WhisperReport *r, double 
 	cJSON_AddNumberToObject(o, "steps", r->steps);
 	cJSON_AddNumberToObject(o, "tokens_per_s", r->step_ms > 0 ? 1e3 * r->sampled_tokens / (r->step_ms + r->prompt_ms) : 0);
 	cJSON_AddNumberToObject(o, "rtf", r->audio_s > 0 ? wall_ms / 1e3 / r->audio_s : 0);
+	if (r->beam_steps) {
+		cJSON_AddNumberToObject(o, "beam_steps", r->beam_steps);
+		cJSON_AddNumberToObject(o, "beam_forks", r->forks);
+		cJSON_AddNumberToObject(o, "beam_fork_mb", round(r->fork_mb * 1000) / 1000);
+		cJSON_AddNumberToObject(o, "beam_fork_ms", round(r->fork_ms * 1000) / 1000);
+	}
 	return o;
 }
 
@@ -302,6 +320,9 @@ static void print_report(const WhisperInfo *wi, const WhisperReport *r, double w
 		fprintf(stderr, "| %s | %.1f | %.4f |\n", nm[i], v[i], v[i] / 1e3 / as);
 	fprintf(stderr, "tokens: %d prompt, %d sampled; %.1f tokens/s\n", r->prompt_tokens, r->sampled_tokens,
 	        r->step_ms + r->prompt_ms > 0 ? 1e3 * (r->sampled_tokens + r->prompt_tokens) / (r->step_ms + r->prompt_ms) : 0);
+	if (r->beam_steps)
+		fprintf(stderr, "beam search: %d hypothesis steps (%.2f ms each), %d cache forks copying %.1f MB in %.1f ms\n",
+		        r->beam_steps, r->step_ms / r->beam_steps, r->forks, r->fork_mb, r->fork_ms);
 }
 
 /* qc-*: the simulated device's report (sim_report.c): one window costs a
@@ -383,6 +404,11 @@ static int transcribe_one(Whisper *w, const WhisperVocab *v, const WhisperOption
 	else {
 		cJSON *r = report_json(wi, &rep, wall, a->threads);
 		sim_report(w, &rep, r);
+		if (o->nprompt > 0) {
+			cJSON *pi = cJSON_AddArrayToObject(r, "prompt_ids");
+			for (int i = 0; i < o->nprompt; i++)
+				cJSON_AddItemToArray(pi, cJSON_CreateNumber((double)o->prompt[i]));
+		}
 		cJSON_AddItemToObject(r, "windows_sampled", sink.windows);
 		sink.windows = NULL;
 		if (transcript_write(a->out, (TranscriptFormat)transcript_format(a->out), segs, nseg, v, r, &d) != WL_OK)
@@ -398,7 +424,8 @@ int cmd_transcribe(int argc, char **argv)
 {
 	if (opt_help(argc, argv, usage_transcribe))
 		return 0;
-	TrArgs a = {.max_tokens = 224, .beam = 1, .language = "en", .task = "transcribe"};
+	TrArgs a = {.max_tokens = 224, .beam = 1, .patience = 1.0, .length_penalty = -1, .language = "en",
+	            .task = "transcribe"};
 	/* several AUDIO positionals: opt_parse takes one, so collect them first */
 	const char **audio = calloc((size_t)argc + 1, sizeof *audio);
 	char **rest = calloc((size_t)argc + 1, sizeof *rest);
@@ -446,8 +473,6 @@ int cmd_transcribe(int argc, char **argv)
 		               "of them)", a.target);
 	if (rc == CMD_OK && a.calibrate.n > 8)
 		rc = cmd_usage(CMD, "%s", "--calibrate: 8 clips at most with --model (compile the pipeline for more)");
-	if (rc == CMD_OK && a.beam > 1)
-		rc = cmd_usage(CMD, "--beam-size %ld: beam search is not implemented (greedy only: --beam-size 1)", a.beam);
 	if (rc == CMD_OK && strcmp(a.task, "transcribe") && strcmp(a.task, "translate"))
 		rc = cmd_usage(CMD, "--task '%s': expected transcribe or translate", a.task);
 	if (rc == CMD_OK && a.out && transcript_format(a.out) < 0)
@@ -483,14 +508,30 @@ int cmd_transcribe(int argc, char **argv)
 	if (lang < 0)
 		rc = cmd_error(CMD, (diag_fail(&d, "--language '%s': not one of Whisper's language codes (en, de, fr, es, "
 		                               "zh, ja, ...)", a.language), &d));
-	if (rc == CMD_OK && a.prompt && (np = vocab_encode(v, a.prompt, prompt, 512)) < 0)
-		rc = cmd_error(CMD, (diag_fail(&d, "%s", "--prompt: the text is too long (512 tokens at most)"), &d));
+	if (rc == CMD_OK && a.prompt) {        /* openai-whisper: encode(" " + initial_prompt.strip()) */
+		const char *b = a.prompt, *e = a.prompt + strlen(a.prompt);
+		while (*b && strchr(" \t\n\r\f\v", *b))
+			b++;
+		while (e > b && strchr(" \t\n\r\f\v", e[-1]))
+			e--;
+		char *txt = malloc((size_t)(e - b) + 2);
+		if (!txt)
+			wl_die(__FILE__, __LINE__, "out of memory");
+		txt[0] = ' ';
+		memcpy(txt + 1, b, (size_t)(e - b));
+		txt[e - b + 1] = 0;
+		Diag pd = {0};
+		if ((np = vocab_encode(v, txt, prompt, 512, &pd)) < 0)
+			rc = cmd_error(CMD, (diag_fail(&d, "--prompt: %s", pd.msg), &d));
+		free(txt);
+	}
 	if (rc == CMD_OK && a.dump && mkdir_p(a.dump, &d) != WL_OK)
 		rc = cmd_error(CMD, &d);
 	WhisperOptions o = {.language = lang, .task = strcmp(a.task, "translate") ? wi->transcribe : wi->translate,
 	                    .timestamps = !a.no_ts, .max_tokens = (int)a.max_tokens, .temperature = a.temperature,
 	                    .fallback = a.fallback, .seed = (uint64_t)a.seed, .prompt = np ? prompt : NULL,
-	                    .nprompt = np, .condition_on_previous = !a.no_context, .vocab = v};
+	                    .nprompt = np, .condition_on_previous = !a.no_context, .vocab = v, .beam = (int)a.beam,
+	                    .patience = a.patience, .length_penalty = a.length_penalty};
 	for (int i = 0; rc == CMD_OK && i < na; i++)
 		rc = transcribe_one(w, v, &o, &a, audio[i]);
 	vocab_free(v);

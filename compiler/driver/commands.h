@@ -112,7 +112,8 @@ typedef struct OptSpec {
 /* Parses argv[1..] by spec (a table ending in OPT_END) into args. One
  * positional argument (not starting with '-', or "-" itself) goes to *pos;
  * a second is "more than one POS_WHAT given". seen (may be NULL) gets, per
- * row, whether the option was given. OptList values point into argv and
+ * row, whether the option was given. After "--" every argument is
+ * positional (a TEXT that starts with '-'). OptList values point into argv and
  * are malloc'ed arrays (opt_free_lists). cmd NULL: the compiler ("wlower:
  * ..."). Returns CMD_OK or CMD_USAGE (the message printed). */
 int opt_parse(const char *cmd, const OptSpec *spec, int argc, char **argv, void *args,

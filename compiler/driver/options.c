@@ -156,10 +156,15 @@ static int opt_store(const char *cmd, const OptSpec *r, const char *v, void *arg
 int opt_parse(const char *cmd, const OptSpec *spec, int argc, char **argv, void *args,
               const char **pos, const char *pos_what, bool *seen)
 {
+	bool opts_end = false;                  /* after "--" everything is positional */
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = NULL;
 		int k = 0, r = 0;
-		for (; spec[k].name; k++)
+		if (!opts_end && strcmp(a, "--") == 0) {
+			opts_end = true;
+			continue;
+		}
+		for (; !opts_end && spec[k].name; k++)
 			if ((r = opt_match(cmd, &spec[k], argc, argv, &i, &v)) != 0)
 				break;
 		if (r < 0)
@@ -171,7 +176,7 @@ int opt_parse(const char *cmd, const OptSpec *spec, int argc, char **argv, void 
 				seen[k] = true;
 			continue;
 		}
-		if (a[0] == '-' && a[1] != 0)
+		if (!opts_end && a[0] == '-' && a[1] != 0)
 			return cmd_usage(cmd, "unknown option '%s'", a);
 		if (*pos)
 			return cmd_usage(cmd, "more than one %s given ('%s')", pos_what, a);

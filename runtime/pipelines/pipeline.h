@@ -174,10 +174,10 @@ const char *vocab_bytes(const WhisperVocab *v, int64_t id, int *len);
 size_t vocab_decode(const WhisperVocab *v, const int64_t *ids, int n, bool specials, char *buf, size_t cap);
 /* Language code ("en") → its token id, or -1. */
 int64_t vocab_language(const WhisperVocab *v, const char *code);
-/* Byte-level BPE of text (no pre-tokenisation beyond splitting before
- * spaces): ids into out (capacity cap); returns their count, or -1 when a
- * byte has no token. For --prompt. */
-int vocab_encode(const WhisperVocab *v, const char *text, int64_t *out, int cap);
+/* tiktoken's encode_ordinary of text (UTF-8) with Whisper's GPT-2 regex
+ * and the file's ranks: ids into out (capacity cap); returns their count,
+ * or -1 (d: not UTF-8, more than cap tokens). For --prompt. */
+int vocab_encode(const WhisperVocab *v, const char *text, int64_t *out, int cap, Diag *d);
 
 /* ---------------------------------------------------------------- whisper.c */
 
@@ -210,6 +210,10 @@ typedef struct WhisperOptions {
 	int nprompt;
 	bool condition_on_previous;        /* previous windows' text as context */
 	const WhisperVocab *vocab;         /* for the fallback's compression ratio (may be NULL) */
+	int beam;                          /* > 1: beam search at temperature 0 (whisper.c) */
+	double patience;                   /* finished hypotheses collected: round(beam · patience) */
+	double length_penalty;             /* < 0: rank by sum log-prob / length; else by
+	                                      sum / ((5 + length) / 6)^length_penalty */
 } WhisperOptions;
 
 typedef struct WhisperSegment {
@@ -222,10 +226,13 @@ typedef struct WhisperSegment {
 typedef struct WhisperReport {
 	double audio_s, mel_ms, encoder_ms, cross_ms, prompt_ms, step_ms;
 	int windows, prompt_tokens, sampled_tokens, steps;
+	int beam_steps, forks;             /* beam search: hypothesis step runs, cache rows forked */
+	double fork_ms, fork_mb;           /* time and megabytes of those cache copies */
 } WhisperReport;
 
 /* Per decoding step: the logits that chose token `id` (a view), the window
- * and the index of the sampled token in it. */
+ * and the index of the sampled token in it. With beam search the ids of the
+ * chosen hypothesis, once it is chosen, and logits NULL. */
 typedef int (*WhisperStepFn)(void *ctx, int window, int index, int64_t id, const RTensor *logits, Diag *d);
 /* Called when a window's mel is ready (a view [1, M, F]). */
 typedef int (*WhisperMelFn)(void *ctx, int window, const RTensor *mel, Diag *d);

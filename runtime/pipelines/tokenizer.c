@@ -787,7 +787,7 @@ static int normalize(const Tokenizer *t, const cJSON *n, Buf *s, Diag *d)
 
 /* Splits every piece by the regex: Isolated keeps matches and gaps as
  * pieces, Removed only the gaps. */
-static int split_regex(const Tokenizer *t, pcre2_code *re, bool removed, Pieces *p, Diag *d)
+static int split_regex(const char *path, pcre2_code *re, bool removed, Pieces *p, Diag *d)
 {
 	Pieces o = {0};
 	pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
@@ -801,7 +801,7 @@ static int split_regex(const Tokenizer *t, pcre2_code *re, bool removed, Pieces 
 			if (rc < 0) {
 				pcre2_match_data_free(md);
 				pieces_free(&o);
-				return diag_fail(d, "%s: pre_tokenizer regex failed (PCRE2 error %d)", t->path, rc);
+				return diag_fail(d, "%s: pre_tokenizer regex failed (PCRE2 error %d)", path, rc);
 			}
 			PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
 			size_t a = ov[0], b = ov[1];
@@ -824,6 +824,30 @@ static int split_regex(const Tokenizer *t, pcre2_code *re, bool removed, Pieces 
 	return WL_OK;
 }
 
+int gpt2_split(const char *text, size_t n, size_t **cuts, int *npieces, Diag *d)
+{
+	if (!utf8_ok(text, n))
+		return diag_fail(d, "%s", "the text is not valid UTF-8");
+	int err;
+	PCRE2_SIZE off;
+	pcre2_code *re = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err,
+	                               &off, NULL);
+	if (!re)
+		wl_die(__FILE__, __LINE__, "GPT-2's pattern does not compile");
+	Pieces p = {0};
+	pieces_add(&p, text, n, true);
+	int rc = split_regex("GPT-2 pattern", re, false, &p, d);
+	pcre2_code_free(re);
+	if (rc == WL_OK) {
+		*cuts = wl_xcalloc((size_t)p.n + 1, sizeof **cuts);
+		for (int i = 0; i < p.n; i++)
+			(*cuts)[i + 1] = (*cuts)[i] + p.v[i].n;
+		*npieces = p.n;
+	}
+	pieces_free(&p);
+	return rc;
+}
+
 static int pretokenize(const Tokenizer *t, const cJSON *n, Pieces *p, Diag *d)
 {
 	if (!n || cJSON_IsNull(n))
@@ -837,7 +861,7 @@ static int pretokenize(const Tokenizer *t, const cJSON *n, Pieces *p, Diag *d)
 		return WL_OK;
 	}
 	if (!strcmp(ty, "Split"))
-		return split_regex(t, regex_of(t, n), !strcmp(str_field(n, "behavior"), "Removed"), p, d);
+		return split_regex(t->path, regex_of(t, n), !strcmp(str_field(n, "behavior"), "Removed"), p, d);
 	if (!strcmp(ty, "ByteLevel")) {
 		if (bool_field(n, "add_prefix_space", true))
 			for (int i = 0; i < p->n; i++)
@@ -848,7 +872,7 @@ static int pretokenize(const Tokenizer *t, const cJSON *n, Pieces *p, Diag *d)
 					free(p->v[i].s);
 					p->v[i] = b;
 				}
-		if (bool_field(n, "use_regex", true) && split_regex(t, regex_of(t, n), false, p, d) != WL_OK)
+		if (bool_field(n, "use_regex", true) && split_regex(t->path, regex_of(t, n), false, p, d) != WL_OK)
 			return WL_ERR;
 		for (int i = 0; i < p->n; i++) {
 			Buf b = {0};

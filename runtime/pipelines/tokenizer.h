@@ -48,4 +48,10 @@ int tokenizer_encode(const Tokenizer *t, const char *text, bool add_special, int
  * tokens marked special. An id outside the vocabulary is an error. */
 int tokenizer_decode(const Tokenizer *t, const int64_t *ids, int n, bool skip_special, char **text, Diag *d);
 
+/* GPT-2's pre-tokenizer (its regex, which is also tiktoken's gpt2 and
+ * Whisper's pat_str; PCRE2 with UTF and Unicode properties): the pieces of
+ * text[0..n) as byte offsets, piece i = [cuts[i], cuts[i + 1]) (*cuts
+ * malloc'ed, *npieces + 1 entries). Text that is not UTF-8 is an error. */
+int gpt2_split(const char *text, size_t n, size_t **cuts, int *npieces, Diag *d);
+
 #endif

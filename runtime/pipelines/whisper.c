@@ -18,7 +18,8 @@
  * present, the runtime reads one row of it). This is llm.c's scheme; the cost
  * of a step does not grow with p except through attention itself.
  *
- * Decoding rules (openai-whisper decoding.py, greedy at temperature 0):
+ * Decoding rules (openai-whisper decoding.py, greedy at temperature 0; beam
+ * search below, decode_beam):
  * SuppressBlank (at the first sampled token " " and <|endoftext|>),
  * SuppressTokens (OpenAI's default non-speech list "-1" of the multilingual
  * vocabulary, and the special tokens translate, transcribe, startoftranscript,
@@ -51,6 +52,9 @@ struct Whisper {
 	char **past, **present, **cross_in, **cross_out;
 	float *work;                              /* vocab floats */
 	double *lp;                               /* vocab log-probabilities */
+	RTensor *slots;                           /* beam search: (nslots - 1) · 2·layers more caches */
+	int nslots;                               /* cache sets (slot 0 is `cache`) */
+	float *blogits;                           /* beam search: nslots · vocab logits */
 };
 
 /* OpenAI's default suppress_tokens ("-1": non-speech symbols) for the
@@ -196,6 +200,10 @@ void whisper_close(Whisper *w)
 		free(w->cross_in[i]);
 		free(w->cross_out[i]);
 	}
+	for (int i = 0; w->slots && i < (w->nslots - 1) * 2 * w->info.layers; i++)
+		rt_free(&w->slots[i]);
+	free(w->slots);
+	free(w->blogits);
 	free(w->cache);
 	free(w->past);
 	free(w->present);
@@ -278,8 +286,9 @@ static int encode_window(Whisper *w, const float *x, int64_t n, int win, Whisper
 	return WL_OK;
 }
 
-/* Token tok at position p through step; *logits a view of [vocab]. */
-static int step(Whisper *w, int64_t tok, int p, const RTensor **logits, Diag *d)
+/* Token tok at position p through step against the cache set `cache`
+ * (2·layers tensors); *logits a view of [vocab]. */
+static int step(Whisper *w, RTensor *cache, int64_t tok, int p, const RTensor **logits, Diag *d)
 {
 	const WhisperInfo *wi = &w->info;
 	int S = wi->text_ctx;
@@ -293,7 +302,7 @@ static int step(Whisper *w, int64_t tok, int p, const RTensor **logits, Diag *d)
 	    program_bind(w->step, "attention_mask", &w->mask, d) != WL_OK)
 		return WL_ERR;
 	for (int i = 0; i < 2 * wi->layers; i++)
-		if (program_bind(w->step, w->past[i], &w->cache[i], d) != WL_OK)
+		if (program_bind(w->step, w->past[i], &cache[i], d) != WL_OK)
 			return WL_ERR;
 	if (program_run(w->step, d) != WL_OK || !(*logits = out_f32(w->step, "step", "logits", wi->vocab, d)))
 		return WL_ERR;
@@ -305,7 +314,7 @@ static int step(Whisper *w, int64_t tok, int p, const RTensor **logits, Diag *d)
 		if (!pr)
 			return WL_ERR;
 		const float *src = pr->data;
-		float *dst = w->cache[i].data;
+		float *dst = cache[i].data;
 		for (int h = 0; h < wi->heads; h++)
 			memcpy(dst + ((int64_t)h * rows + p) * hd, src + ((int64_t)h * S + S - 1) * hd, (size_t)hd * sizeof(float));
 	}
@@ -424,6 +433,254 @@ typedef struct Decoded {
 	double sum_lp, no_speech;
 } Decoded;
 
+/* ---------------------------------------------------------------- beam search
+ *
+ * openai-whisper's BeamSearchDecoder + MaximumLikelihoodRanker (decoding.py),
+ * at temperature 0, for one window; N = o->beam:
+ *  - every live hypothesis (one after the prompt, N after the first step)
+ *    gets the same logit filters as greedy decoding (apply_rules on its own
+ *    sampled tokens), then log-softmax; its N+1 most likely tokens (ties: the
+ *    lower id first) become candidates scored sum_logprob + logprob;
+ *  - the candidates, sorted by score (stable: hypothesis order, then top-k
+ *    order), are read best first: one ending in <|endoftext|> is finished,
+ *    any other becomes one of the next N hypotheses, until N are kept;
+ *  - finished ones (best first) are collected until round(N · patience)
+ *    (Python's round: half to even) are there, which ends the search; so does
+ *    max_tokens steps (the hypotheses then hold max_tokens tokens);
+ *  - finalize: when fewer than N finished, the live hypotheses, by sum
+ *    descending (ties: lower index), are added with <|endoftext|> appended
+ *    and their sum unchanged, until N;
+ *  - ranking: the finished sequence with the highest sum_logprob / length
+ *    (length = sampled tokens, <|endoftext|> not counted; with
+ *    length_penalty a ≥ 0: sum / ((5 + length) / 6)^a), the first on ties.
+ * sum_logprob includes the <|endoftext|> token's log-probability when the
+ * sequence finished by itself; avg_logprob = sum / (length + 1) as greedy.
+ *
+ * KV caches: the step program is batch 1 against one static cache, so each
+ * live hypothesis owns a cache set (slot). After a step the hypotheses that
+ * continue a distinct parent keep the parent's slot; every further child of
+ * the same parent (a fork) gets a free slot and a copy of the parent's
+ * filled rows [0, p) — 2·layers·heads·p·head_dim floats. The report counts
+ * forks and their bytes and time (WhisperReport fork_*).
+ */
+typedef struct BeamCand {
+	double score;
+	int src, order;
+	int64_t tok;
+} BeamCand;
+
+typedef struct BeamHyp {
+	int64_t *tok;
+	int n, slot, src;
+	double sum;
+	bool eot;                                 /* finished by itself (not by finalize) */
+} BeamHyp;
+
+static int cand_cmp(const void *a, const void *b)
+{
+	const BeamCand *x = a, *y = b;
+	if (x->score != y->score)
+		return x->score > y->score ? -1 : 1;
+	return x->order - y->order;
+}
+
+static RTensor *slot_cache(Whisper *w, int s)
+{
+	return s == 0 ? w->cache : w->slots + (size_t)(s - 1) * 2 * w->info.layers;
+}
+
+static void beam_alloc(Whisper *w, int n)
+{
+	const WhisperInfo *wi = &w->info;
+	if (w->nslots >= n)
+		return;
+	int L2 = 2 * wi->layers;
+	for (int i = 0; w->slots && i < (w->nslots - 1) * L2; i++)
+		rt_free(&w->slots[i]);
+	free(w->slots);
+	free(w->blogits);
+	int64_t cd[4] = {1, wi->heads, wi->text_ctx - 1, wi->head_dim};
+	w->slots = calloc((size_t)(n - 1) * L2, sizeof *w->slots);
+	w->blogits = malloc((size_t)n * wi->vocab * sizeof *w->blogits);
+	if (!w->slots || !w->blogits)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (int i = 0; i < (n - 1) * L2; i++)
+		rt_alloc(&w->slots[i], DT_FLOAT, 4, cd);
+	w->nslots = n;
+}
+
+/* The k largest of lp[0..n) (ties: the lower index first) into top. */
+static void topk(const double *lp, int n, int k, int64_t *top)
+{
+	int m = 0;
+	for (int i = 0; i < n; i++) {
+		if (m == k && !(lp[i] > lp[top[k - 1]]))
+			continue;
+		int j = m < k ? m++ : k - 1;
+		while (j > 0 && lp[i] > lp[top[j - 1]]) {
+			top[j] = top[j - 1];
+			j--;
+		}
+		top[j] = i;
+	}
+}
+
+static int decode_beam(Whisper *w, const WhisperOptions *o, const int64_t *prompt, int np, int sot_at, int maxn,
+                       int win, WhisperStepFn fn, void *cbctx, Decoded *dec, WhisperReport *rep, Diag *d)
+{
+	const WhisperInfo *wi = &w->info;
+	int N = o->beam, V = wi->vocab, K = N + 1, L2 = 2 * wi->layers, S = wi->text_ctx;
+	int maxc = (int)nearbyint(N * (o->patience > 0 ? o->patience : 1.0));
+	if (maxc < 1)
+		maxc = 1;
+	beam_alloc(w, N);
+	for (int s = 1; s < N; s++)
+		for (int i = 0; i < L2; i++)
+			memset(slot_cache(w, s)[i].data, 0, slot_cache(w, s)[i].nbytes);
+	int nhyp = 2 * N + maxc + N;
+	int64_t *toks = malloc((size_t)nhyp * S * sizeof *toks), top[65];
+	BeamHyp *cur = calloc((size_t)nhyp, sizeof *cur), *nxt = cur + N, *fin = cur + 2 * N;
+	BeamCand *cand = malloc((size_t)N * K * sizeof *cand);
+	if (!toks || !cur || !cand)
+		wl_die(__FILE__, __LINE__, "out of memory");
+	for (int h = 0; h < nhyp; h++)
+		cur[h].tok = toks + (size_t)h * S;
+	int rc = WL_OK, nb = 1, nfin = 0;
+	const RTensor *lg = NULL;
+	for (int p = 0; p < np && rc == WL_OK; p++) {
+		double t0 = wl_now_ms();
+		if ((rc = step(w, w->cache, prompt[p], p, &lg, d)) != WL_OK)
+			break;
+		rep->prompt_ms += wl_now_ms() - t0;
+		rep->prompt_tokens++;
+		rep->steps++;
+		if (p == sot_at) {
+			log_softmax(lg->data, V, w->lp);
+			dec->no_speech = exp(w->lp[wi->no_speech]);
+		}
+	}
+	if (rc == WL_OK)
+		memcpy(w->blogits, lg->data, (size_t)V * sizeof *w->blogits);
+	cur[0] = (BeamHyp){cur[0].tok, 0, 0, 0, 0, false};
+	for (int i = 0; rc == WL_OK && i < maxn; i++) {
+		int nc = 0;
+		for (int b = 0; b < nb; b++) {
+			memcpy(w->work, w->blogits + (size_t)b * V, (size_t)V * sizeof *w->work);
+			apply_rules(w, o, w->work, cur[b].tok, cur[b].n, w->lp);
+			log_softmax(w->work, V, w->lp);
+			topk(w->lp, V, K, top);
+			for (int k = 0; k < K; k++, nc++)
+				cand[nc] = (BeamCand){cur[b].sum + w->lp[top[k]], b, nc, top[k]};
+		}
+		qsort(cand, (size_t)nc, sizeof *cand, cand_cmp);
+		int saved = 0;
+		for (int c = 0; c < nc && saved < N; c++) {
+			const BeamHyp *src = &cur[cand[c].src];
+			BeamHyp *h = cand[c].tok == wi->eot ? (nfin < maxc ? &fin[nfin++] : NULL) : &nxt[saved++];
+			if (!h)
+				continue;
+			memcpy(h->tok, src->tok, (size_t)src->n * sizeof *h->tok);
+			h->n = src->n;
+			h->sum = cand[c].score;
+			h->src = cand[c].src;
+			h->eot = cand[c].tok == wi->eot;
+			if (!h->eot)
+				h->tok[h->n++] = cand[c].tok;
+		}
+		for (int k = 0; k < N; k++) {
+			BeamHyp t = cur[k];
+			cur[k] = nxt[k];
+			nxt[k] = t;
+		}
+		nb = N;
+		if (nfin >= maxc || i + 1 == maxn)
+			break;
+		/* slots: the first child of a parent keeps its slot, the others fork */
+		bool taken[64] = {false};
+		int fork[64], nfork = 0, parent_slot[64];
+		for (int k = 0; k < N; k++) {
+			int s = nxt[cur[k].src].slot;
+			parent_slot[k] = s;
+			if (!taken[s]) {
+				taken[s] = true;
+				cur[k].slot = s;
+			} else {
+				fork[nfork++] = k;
+			}
+		}
+		int p = np + i;
+		double t0 = wl_now_ms();
+		for (int f = 0, s = 0; f < nfork; f++) {
+			while (taken[s])
+				s++;
+			taken[s] = true;
+			int k = fork[f];
+			cur[k].slot = s;
+			RTensor *from = slot_cache(w, parent_slot[k]), *to = slot_cache(w, s);
+			for (int l = 0; l < L2; l++)
+				for (int h = 0; h < wi->heads; h++) {
+					size_t off = (size_t)h * (S - 1) * wi->head_dim;
+					memcpy((float *)to[l].data + off, (const float *)from[l].data + off,
+					       (size_t)p * wi->head_dim * sizeof(float));
+				}
+			rep->forks++;
+			rep->fork_mb += (double)L2 * wi->heads * p * wi->head_dim * sizeof(float) / 1e6;
+		}
+		rep->fork_ms += wl_now_ms() - t0;
+		for (int k = 0; k < N && rc == WL_OK; k++) {
+			double t1 = wl_now_ms();
+			if ((rc = step(w, slot_cache(w, cur[k].slot), cur[k].tok[i], p, &lg, d)) != WL_OK)
+				break;
+			memcpy(w->blogits + (size_t)k * V, lg->data, (size_t)V * sizeof *w->blogits);
+			rep->step_ms += wl_now_ms() - t1;
+			rep->steps++;
+			rep->beam_steps++;
+		}
+	}
+	if (rc == WL_OK) {
+		/* finalize: too few finished → the live ones, best sum first */
+		int ord[64];
+		for (int k = 0; k < N; k++)
+			ord[k] = k;
+		for (int a = 1; a < N; a++)
+			for (int b = a; b > 0 && cur[ord[b]].sum > cur[ord[b - 1]].sum; b--) {
+				int t = ord[b];
+				ord[b] = ord[b - 1];
+				ord[b - 1] = t;
+			}
+		for (int k = 0; k < N && nfin < N; k++) {
+			BeamHyp *h = &fin[nfin++];
+			memcpy(h->tok, cur[ord[k]].tok, (size_t)cur[ord[k]].n * sizeof *h->tok);
+			h->n = cur[ord[k]].n;
+			h->sum = cur[ord[k]].sum;
+			h->eot = false;
+		}
+		int best = 0;
+		double bs = -INFINITY;
+		for (int f = 0; f < nfin; f++) {
+			double len = fin[f].n > 0 ? fin[f].n : 1;
+			double pen = o->length_penalty < 0 ? len : pow((5 + len) / 6, o->length_penalty);
+			double sc = fin[f].sum / pen;
+			if (f == 0 || sc > bs) {
+				best = f;
+				bs = sc;
+			}
+		}
+		const BeamHyp *h = &fin[best];
+		memcpy(dec->tok, h->tok, (size_t)h->n * sizeof *h->tok);
+		dec->n = h->n;
+		dec->sum_lp = h->sum;
+		rep->sampled_tokens += h->n + h->eot;
+		for (int k = 0; k < h->n + h->eot && rc == WL_OK; k++)
+			if (fn)
+				rc = fn(cbctx, win, k, k < h->n ? h->tok[k] : wi->eot, NULL, d);
+	}
+	free(toks);
+	free(cur);
+	free(cand);
+	return rc;
+}
+
 /* One decoding pass over the encoded window: ctx_ids is the prompt before
  * <|startoftranscript|> (<|startofprev|> + text), then the sot sequence. */
 static int decode_window(Whisper *w, const WhisperOptions *o, const int64_t *pre, int npre, double temperature,
@@ -448,12 +705,14 @@ static int decode_window(Whisper *w, const WhisperOptions *o, const int64_t *pre
 	dec->no_speech = 0;
 	for (int i = 0; i < 2 * wi->layers; i++)
 		memset(w->cache[i].data, 0, w->cache[i].nbytes);
+	if (o->beam > 1 && temperature <= 0)
+		return decode_beam(w, o, prompt, np, sot_at, maxn, win, fn, cbctx, dec, rep, d);
 	uint64_t st = o->seed ? o->seed + (uint64_t)win * 7919 : 0x9E3779B97F4A7C15ULL;
 	int64_t tok = prompt[0];
 	for (int p = 0; p < wi->text_ctx; p++) {
 		const RTensor *lg;
 		double t0 = wl_now_ms();
-		if (step(w, tok, p, &lg, d) != WL_OK)
+		if (step(w, w->cache, tok, p, &lg, d) != WL_OK)
 			return WL_ERR;
 		double dt = wl_now_ms() - t0;
 		rep->steps++;

@@ -10,16 +10,19 @@
  *   <|notimestamps|> and the 1501 timestamps <|0.00|> ... <|30.00|> ending the vocabulary.
  *
  * Decode: the tokens' bytes concatenated (UTF-8 is only whole once the
- * tokens of a character are all there). Encode (for --prompt): BPE by rank
- * over the bytes of each word, words split before spaces — simpler than
- * tiktoken's regex pre-tokeniser, so it can differ from OpenAI's ids on
- * punctuation and digits, never on plain words.
+ * tokens of a character are all there). Encode (for --prompt) is
+ * tiktoken's encode_ordinary: the text split by GPT-2's regex (Whisper's
+ * pat_str; tokenizer.c's gpt2_split, PCRE2), each piece the token of its
+ * whole bytes when there is one, else byte-pair merged by rank (the adjacent
+ * pair whose concatenation has the lowest rank first, leftmost on ties).
+ * Special-token text such as "<|endoftext|>" is encoded as plain text.
  */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "pipeline.h"
+#include "tokenizer.h"
 
 static const char *const LANGS[] = {
 	"en", "zh", "de", "es", "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv", "it", "id", "hi",
@@ -305,18 +308,24 @@ static int bpe_word(const WhisperVocab *v, const char *s, int n, int64_t *out, i
 	return k;
 }
 
-int vocab_encode(const WhisperVocab *v, const char *text, int64_t *out, int cap)
+int vocab_encode(const WhisperVocab *v, const char *text, int64_t *out, int cap, Diag *d)
 {
-	int n = (int)strlen(text), k = 0;
-	for (int i = 0; i < n;) {
-		int j = i + 1;
-		while (j < n && text[j] != ' ')
-			j++;
-		int m = bpe_word(v, text + i, j - i, out + k, cap - k);
-		if (m < 0)
-			return -1;
-		k += m;
-		i = j;
+	size_t *cut;
+	int np, k = 0;
+	if (gpt2_split(text, strlen(text), &cut, &np, d) != WL_OK)
+		return -1;
+	for (int i = 0; i < np && k >= 0; i++) {
+		const char *s = text + cut[i];
+		int n = (int)(cut[i + 1] - cut[i]), whole = lookup(v, s, n), m;
+		if (whole >= 0 && k < cap)
+			out[k++] = whole;
+		else if (whole >= 0 || (m = bpe_word(v, s, n, out + k, cap - k)) < 0)
+			k = -1;
+		else
+			k += m;
 	}
+	free(cut);
+	if (k < 0)
+		diag_fail(d, "the text is longer than %d tokens", cap);
 	return k;
 }

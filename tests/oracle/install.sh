@@ -1,7 +1,8 @@
 #!/bin/sh
 # install.sh — install the oracles into tests/oracle/node_modules, once:
 # ONNX Runtime (onnxruntime-node 1.30.0, CPU library for Linux x64) and
-# Hugging Face's tokenizers.js (@huggingface/tokenizers 0.2.0, pure JS).
+# Hugging Face's tokenizers.js (@huggingface/tokenizers 0.2.0, pure JS) and
+# OpenAI's tiktoken (tiktoken 1.0.22: the Rust crate as WASM, inside the package).
 #
 # node and npm come from the machine; on a Debian 12 without them this
 # installs Debian's `nodejs npm` (node 18, which loads the N-API v6 binding).
@@ -53,6 +54,20 @@ if ! have_tok; then
 	if ! npm install --ignore-scripts --no-audit --no-fund --no-save --no-package-lock \
 			"onnxruntime-node@$VERSION" "@huggingface/tokenizers@$TOKVER" >&2 || ! have_tok; then
 		echo "oracle/install.sh: FAILED: npm install @huggingface/tokenizers@$TOKVER" >&2
+		exit 1
+	fi
+fi
+
+TIKVER=1.0.22
+have_tik() {
+	node -e 'const p=require(process.argv[1]); if (p.version !== process.argv[2]) process.exit(1)' \
+		"$here/node_modules/tiktoken/package.json" "$TIKVER" 2>/dev/null
+}
+if ! have_tik; then
+	echo "oracle/install.sh: npm install --ignore-scripts tiktoken@$TIKVER" >&2
+	if ! npm install --ignore-scripts --no-audit --no-fund --no-save --no-package-lock \
+			"onnxruntime-node@$VERSION" "@huggingface/tokenizers@$TOKVER" "tiktoken@$TIKVER" >&2 || ! have_tik; then
+		echo "oracle/install.sh: FAILED: npm install tiktoken@$TIKVER" >&2
 		exit 1
 	fi
 fi

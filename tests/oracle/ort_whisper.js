@@ -6,6 +6,7 @@
 //   node ort_whisper.js EXPORT_DIR --mel MEL.npy [--language ID] [--task ID]
 //        [--no-timestamps] [--max-tokens N] [--logits-dir DIR] [--threads N]
 //        [--prev ID,ID,...] [--window W]
+//        [--beam-size N [--patience P] [--length-penalty A]]
 //
 // MEL.npy: float32 [1, M, F] log-mel (what wlower's mel program wrote with
 // --dump-logits; its own check is against numpy). encoder_model.onnx gives the
@@ -24,10 +25,23 @@
 // stdout: the sampled ids before <|endoftext|>, comma-separated.
 // stderr: wall times (encoder, prompt run, the single-token runs, total).
 // --logits-dir DIR: DIR/step_0_K.npy, the raw float32 logits [V] of the step
-// that chose the K-th sampled id (the <|endoftext|> step included).
+// that chose the K-th sampled id (the <|endoftext|> step included; greedy only).
 // --prev: the previous text as context, prompt <|startofprev|> IDS... before
 // <|startoftranscript|> (openai-whisper's condition_on_previous_text; a later
 // window of a long clip). --window W names the logits step_W_K.npy.
+//
+// --beam-size N: beam search as openai-whisper's BeamSearchDecoder and
+// MaximumLikelihoodRanker, in their own shape: N copies of the prompt state;
+// per step every beam's filtered log-probs give its N+1 best tokens (ties:
+// lower id), candidate sequences go into an insertion-ordered Map keyed by
+// the sequence (copies collapse as in the Python dict), are sorted by score
+// (stable), and read best first: an <|endoftext|> one is finished, the others
+// continue until N are kept; finished ones are collected until
+// round(N * patience); then, if fewer than N finished, the live beams by sum
+// descending (ties: lower index) with <|endoftext|> appended; the winner has
+// the highest sum / length (sum / ((5 + length) / 6)^A with --length-penalty),
+// the first on ties. Each beam keeps its own ONNX Runtime presents (a fork
+// just reuses the parent's tensors as its past).
 'use strict';
 
 const fs = require('fs');
@@ -72,12 +86,14 @@ const NON_SPEECH = [1, 2, 7, 8, 9, 10, 14, 25, 26, 27, 28, 29, 31, 58, 59, 60, 6
 	36865, 42863, 47425, 49870, 50254];
 
 function logSoftmax(x) {
+	const n = x.length, out = new Float64Array(n);
 	let m = -Infinity;
-	for (const v of x) if (v > m) m = v;
+	for (let i = 0; i < n; i++) if (x[i] > m) m = x[i];
 	let s = 0;
-	for (const v of x) s += Math.exp(v - m);
+	for (let i = 0; i < n; i++) s += Math.exp(x[i] - m);
 	const ls = m + Math.log(s);
-	return Float64Array.from(x, (v) => v - ls);
+	for (let i = 0; i < n; i++) out[i] = x[i] - ls;
+	return out;
 }
 
 // OpenAI's filters on a copy of the logits (Float64Array), given the sampled ids so far.
@@ -119,6 +135,100 @@ function filter(logits, sampled, tok, timestamps, audioCtx) {
 	return x;
 }
 
+// Python's round(): half to even.
+function roundHalfEven(x) {
+	const f = Math.floor(x), r = x - f;
+	if (r > 0.5) return f + 1;
+	if (r < 0.5) return f;
+	return f % 2 === 0 ? f : f + 1;
+}
+
+// The k best (value, index) of lp, by value descending then index ascending.
+function topK(lp, k) {
+	const best = [];
+	for (let i = 0; i < lp.length; i++) {
+		if (best.length === k && !(lp[i] > lp[best[k - 1]])) continue;
+		if (best.length === k) best.pop();
+		let j = best.length;
+		best.push(i);
+		while (j > 0 && lp[i] > lp[best[j - 1]]) { best[j] = best[j - 1]; j--; }
+		best[j] = i;
+	}
+	return best;
+}
+
+async function beamSearch(ort, step, L, first, row0, tok, timestamps, audioCtx, maxTok, N, patience, lengthPenalty, cross) {
+	const V = first.logits.dims[2];
+	const maxCand = roundHalfEven(N * patience);
+	// N identical beams, as openai-whisper repeats the audio N times
+	let beams = [];
+	for (let j = 0; j < N; j++) beams.push({tokens: [], sum: 0, out: first, row: row0});
+	const finished = new Map();                 // sequence key → sum logprob
+	let steps = 0;
+	for (let i = 0; i < maxTok; i++) {
+		const scores = new Map(), sources = new Map();
+		for (let j = 0; j < beams.length; j++) {
+			const b = beams[j], off = b.row * V;
+			const x = filter(b.out.logits.data.slice(off, off + V), b.tokens, tok, timestamps, audioCtx);
+			const lp = logSoftmax(x);
+			for (const t of topK(lp, N + 1)) {
+				const seq = b.tokens.concat([t]);
+				scores.set(seq.join(','), b.sum + lp[t]);
+				sources.set(seq.join(','), j);
+			}
+		}
+		const order = [...scores.keys()].sort((a, b) => scores.get(b) - scores.get(a) || 0);
+		const next = [], newlyFinished = new Map();
+		for (const key of order) {
+			const seq = key.split(',').map(Number);
+			if (seq[seq.length - 1] === tok.eot) {
+				newlyFinished.set(key, scores.get(key));
+			} else {
+				next.push({tokens: seq, sum: scores.get(key), src: sources.get(key)});
+				if (next.length === N) break;
+			}
+		}
+		for (const [key, sc] of newlyFinished) {
+			if (finished.size >= maxCand) break;
+			finished.set(key, sc);
+		}
+		const completed = finished.size >= maxCand;
+		if (completed || i + 1 === maxTok) {
+			beams = next;
+			break;
+		}
+		const ran = [];
+		for (const nb of next) {
+			const parent = beams[nb.src].out;
+			const feeds = {input_ids: new ort.Tensor('int64', BigInt64Array.from([BigInt(nb.tokens[nb.tokens.length - 1])]), [1, 1])};
+			for (let l = 0; l < L; l++) for (const kv of ['key', 'value']) {
+				feeds['past_key_values.' + l + '.decoder.' + kv] = parent['present.' + l + '.decoder.' + kv];
+				feeds['past_key_values.' + l + '.encoder.' + kv] = cross[l + kv];
+			}
+			ran.push({tokens: nb.tokens, sum: nb.sum, out: await step.run(feeds), row: 0});
+			steps++;
+		}
+		beams = ran;
+	}
+	const ended = finished.size;                // finished by <|endoftext|> itself
+	if (finished.size < N) {
+		const idx = beams.map((_, j) => j).sort((a, b) => (beams[b].sum - beams[a].sum) || (a - b));
+		for (const j of idx) {
+			if (finished.size >= N) break;
+			finished.set(beams[j].tokens.concat([tok.eot]).join(','), beams[j].sum);
+		}
+	}
+	let best = null, bestScore = -Infinity;
+	for (const [key, sum] of finished) {
+		const seq = key.split(',').map(Number);
+		const len = seq.indexOf(tok.eot) >= 0 ? seq.indexOf(tok.eot) : seq.length;
+		const penalty = lengthPenalty === null ? len : Math.pow((5 + len) / 6, lengthPenalty);
+		const sc = sum / penalty;
+		if (best === null || sc > bestScore) { best = seq.slice(0, len); bestScore = sc; }
+	}
+	return {ids: best, steps, ended};
+}
+
 function argmax(x) {
 	let best = 0;
 	for (let i = 1; i < x.length; i++) if (x[i] > x[best]) best = i;
@@ -128,7 +238,7 @@ function argmax(x) {
 async function main() {
 	const args = process.argv.slice(2);
 	let dir = null, mel = null, lang = 50259, task = 50359, timestamps = true, maxTok = 224, logitsDir = null,
-		threads = 0, prev = null, win = 0;
+		threads = 0, prev = null, win = 0, beam = 1, patience = 1.0, lengthPenalty = null;
 	for (let i = 0; i < args.length; i++) {
 		const a = args[i];
 		if (a === '--mel') mel = args[++i];
@@ -140,6 +250,9 @@ async function main() {
 		else if (a === '--threads') threads = parseInt(args[++i], 10);
 		else if (a === '--prev') prev = args[++i].split(',').filter((s) => s).map((s) => parseInt(s, 10));
 		else if (a === '--window') win = parseInt(args[++i], 10);
+		else if (a === '--beam-size') beam = parseInt(args[++i], 10);
+		else if (a === '--patience') patience = parseFloat(args[++i]);
+		else if (a === '--length-penalty') lengthPenalty = parseFloat(args[++i]);
 		else if (!dir && !a.startsWith('-')) dir = a;
 		else die(2, 'unexpected argument ' + a);
 	}
@@ -170,6 +283,16 @@ async function main() {
 	const cross = {};
 	for (let i = 0; i < L; i++) for (const kv of ['key', 'value']) cross[i + kv] = out['present.' + i + '.encoder.' + kv];
 	const t2 = now();
+	if (beam > 1) {
+		const r = await beamSearch(ort, step, L, out, prompt.length - 1, tok, timestamps, cfg.max_source_positions,
+			maxTok, beam, patience, lengthPenalty, cross);
+		const t3 = now();
+		process.stdout.write(r.ids.join(',') + '\n');
+		process.stderr.write('ort_whisper: beam ' + beam + ', ' + r.ended + ' finished by <|endoftext|>, ' + r.steps +
+			' hypothesis steps ' +
+			(t3 - t2).toFixed(1) + ' ms, total ' + (t3 - t0).toFixed(1) + ' ms\n');
+		return;
+	}
 	let self = out, row = prompt.length - 1;
 	const sampled = [];
 	for (let k = 0; k < maxTok; k++) {

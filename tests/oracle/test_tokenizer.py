@@ -6,7 +6,9 @@ fallback, Qwen2 byte-level BPE with its regex split and NFC, Metaspace with
 Digits): every text's ids with and without the special template, and the
 text of every id list (the encodings, byte-fallback fragments that do not
 form UTF-8, special tokens with and without --skip-special). Then the
-one-line errors on bad files.
+one-line errors on bad files. Whisper's multilingual.tiktoken (what
+`transcribe --prompt` encodes) against OpenAI's tiktoken (npm `tiktoken`, the
+Rust crate as WASM: tests/oracle/tiktoken_check.js) on the same texts and more.
 
 usage: test_tokenizer.py WLOWER WORKDIR
 """
@@ -16,6 +18,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "shared", "data")
 
 TEXTS = [
     "Hello world",
@@ -34,6 +37,28 @@ TEXTS = [
     " ",
     "",
     "punctuation!!! ??? ... ,,, ;;; ''' \"quoted\"",
+]
+
+# More for Whisper's tiktoken encoder (GPT-2's regex): contractions (the pattern's are lower case
+# only), digits runs, leading/trailing/inner whitespace runs before words, punctuation runs, scripts
+# with and without spaces, combining marks, emoji sequences, special-token text taken as plain text.
+TIKTOKEN_TEXTS = [
+    " And so my fellow Americans, ask not what your country can do for you",
+    "I'm you're we've they'd she'll it's HE'S WE'LL O'Neil rock'n'roll ''s",
+    "12345678901234567890 3.14159 1,000,000 -42 +7 0x1F 2nd 3rd 4th",
+    "   three leading spaces",
+    "trailing spaces   ",
+    "a  b   c    d\t\te\n\nf\r\n g",
+    " \n \n",
+    "Ça va? Très bien — merci! Ångström Straße naïve façade",
+    "Привет, мир! Γειά σου Κόσμε! مرحبا بالعالم שלום עולם",
+    "我们今天去公园吧。東京は晴れです。서울은 맑습니다",
+    "नमस्ते दुनिया ಕನ್ನಡ தமிழ் ภาษาไทย",
+    "👩‍👩‍👧‍👦 🇫🇷 👍🏽 ❤️ e\u0301e\u0300 \u00a0nbsp\u2003em",
+    "<|endoftext|><|startoftranscript|> as plain text",
+    "https://example.com/path?q=1&r=2 foo@bar.baz #hashtag @user $100 50% (x) [y] {z}",
+    "--dashes -- and ... ellipsis!!! ??? ;;; :) :-(",
+    "\u2028line\u2029para\u0085nel\x0bvt\x0cff",
 ]
 
 
@@ -109,6 +134,35 @@ def main():
                     r.returncode, r.stderr.strip())
                 check(got == want[key], "%s decode%s %s: tokenizers.js %r, wlower %r" %
                       (name, " --skip-special" if key == "skip" else "", arg, want[key], got))
+
+    # Whisper's multilingual.tiktoken: `wlower tokenize` (what transcribe --prompt encodes) against
+    # OpenAI's tiktoken (npm `tiktoken`, the Rust crate as WASM) on the same ranks file
+    tik = os.path.join(SHARED, "whisper", "multilingual.tiktoken")
+    ttexts = TEXTS + TIKTOKEN_TEXTS
+    tcases = os.path.join(work, "tiktoken.cases.json")
+    with open(tcases, "w", encoding="utf-8") as f:
+        json.dump(ttexts, f, ensure_ascii=False)
+    r = run(["node", os.path.join(HERE, "tiktoken_check.js"), tik, tcases])
+    check(r.returncode == 0, "tiktoken oracle failed: %s" % r.stderr.strip()[-400:])
+    want_all = json.loads(r.stdout) if r.returncode == 0 else [None] * len(ttexts)
+    for t, want in zip(ttexts, want_all):
+        r = run([wlower, "tokenize", "--tokenizer", tik, "--", t] if t.startswith("-") else
+                [wlower, "tokenize", "--tokenizer", tik, t])
+        line = r.stdout.rstrip("\n")
+        got = ([int(x) for x in line.split(",")] if line else []) if r.returncode == 0 else \
+            "exit %d: %s" % (r.returncode, r.stderr.strip())
+        check(want is not None and got == want, "tiktoken encode %r: tiktoken %s, wlower %s" % (t, want, got))
+        if isinstance(got, list) and got:
+            r = run([wlower, "tokenize", "--tokenizer", tik, "--decode", ",".join(map(str, got))])
+            check(r.returncode == 0 and r.stdout == t + "\n", "tiktoken decode of %r: %r" % (t, r.stdout))
+    r = run([wlower, "tokenize", "--tokenizer", tik, "--decode", "50258,50259,50359,2425,50364,50257"])
+    check(r.stdout == "<|startoftranscript|><|en|><|transcribe|> Hello<|0.00|><|endoftext|>\n",
+          "tiktoken decode with specials: %r" % r.stdout)
+    r = run([wlower, "tokenize", "--tokenizer", tik, "--decode", "51865"])
+    check(r.returncode == 1 and "id 51865 is not in Whisper's vocabulary" in r.stderr, "tiktoken bad id: %r" % r.stderr)
+    r = subprocess.run([wlower.encode(), b"tokenize", b"--tokenizer", tik.encode(), b"ab\xff"], capture_output=True,
+                       timeout=60)
+    check(r.returncode == 1 and b"not valid UTF-8" in r.stderr, "tiktoken text that is not UTF-8: %r" % r.stderr)
 
     # bad input: one line naming the file, exit 1 (usage errors exit 2)
     llama = os.path.join(work, "llama.json")

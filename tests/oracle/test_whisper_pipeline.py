@@ -2,7 +2,7 @@
 """test_whisper_pipeline.py — the Whisper pipeline end to end on a seeded tiny export.
 
     test_whisper_pipeline.py WLOWER WORKDIR [--targets ref,host] [--qc full|errors|none]
-                             [--fit-targets ref,host]
+                             [--fit-targets ref,host] [--light]
 
 1. examples/models/whisper.py --layout optimum writes a seeded Whisper (1 encoder and 2 decoder
    layers, d 64, 2 heads, 200 mel frames = 2 s windows, the full 51865-id vocabulary so the
@@ -13,13 +13,17 @@
    jfk.wav: the ids sampled in window 0 equal the oracle's own loop (tests/oracle/ort_whisper.js:
    ONNX Runtime on the same export, prompt in one decoder_model run, cache grown by
    concatenation, OpenAI's greedy rules written again in JavaScript) fed the same log-mel;
-   per-step logits PSNR >= 100 dB; with and without timestamps. The log-mel itself against a
+   per-step logits PSNR >= 100 dB; with and without timestamps. --beam-size 5 ids equal the
+   oracle's own beam search (openai-whisper's BeamSearchDecoder written again) and differ from
+   greedy; on ref also with the <|endoftext|> logit raised by 1 (so that hypotheses finish:
+   collection, patience, ranking by length, with --patience, --length-penalty, --no-timestamps). The log-mel itself against a
    float64 numpy log-mel: PSNR >= 60 dB. The same with 4-bit weights (`wlower quantize` of the
    three graphs: com.microsoft MatMulNBits) on the last target.
 4. jfk.wav (11 s): several windows, segments in time order, srt and vtt well formed; a 44.1 kHz
    stereo copy of the clip (downmix + libsoxr) transcribes.
    --temperature with a seed repeats; --fallback decodes at 0, 0.2, ... 1.0.
-   --model EXPORT --target ref compiles into $WLOWER_CACHE once; --prompt adds prompt tokens.
+   --model EXPORT --target ref compiles into $WLOWER_CACHE once; --prompt's ids are tiktoken's
+   (npm tiktoken on the same ranks) and go before window 0's prompt.
    qc-p x4 32 MB (--qc full): compiled with --calibrate on two other cuts of jfk.wav (mel, encoder,
    step on Chimera, cross_kv on ref), the same window-0 ids as the ONNX Runtime loop, per-step logits
    >= 40 dB, the simulated report (per window, per token, RTF, saturation, the vendor's tables; json
@@ -34,7 +38,8 @@
    on the previous text), per-step logits >= 100 dB.
 6. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
-   a pipeline whose step program was altered; --beam-size 2; -o with an unknown extension.
+   a pipeline whose step program was altered; --beam-size 0, --patience 0; -o with an unknown
+   extension.
 Ends with "whisper-pipeline: N passed, M failed".
 """
 import argparse
@@ -56,6 +61,7 @@ TOK = os.path.join(SHARED, "whisper", "multilingual.tiktoken")
 JFK = os.path.join(SHARED, "audio", "jfk.wav")
 LIBRI = os.path.join(SHARED, "audio", "1272-141231-0002.wav")
 PY = "/usr/bin/python3"
+PROMPT = "  Hello, world: it's 2024 -- Ça va?  "
 GEN = ["--layout", "optimum", "--enc-layers", "1", "--dec-layers", "2", "--d-model", "64", "--heads", "2",
        "--ffn", "128", "--frames", "200"]
 
@@ -329,6 +335,56 @@ def qc_case(W, t, work, export, clip, pcm, full):
     t.check("transcribe --model --target qc-p without ranges: usage error", ok, det)
 
 
+def beam_case(W, t, work, export, pipe, target, clip, extra=(), tag="", must_end=False):
+    """--beam-size 5 ids equal the oracle's own beam search (ort_whisper.js --beam-size: N copies of
+    the prompt state, candidates in a Map keyed by sequence, ONNX Runtime presents per beam)."""
+    label = "%s%s/beam5%s" % (target, tag, "".join(extra).replace("--", "/"))
+    tag = label.replace("/", "-")
+    dump, out = os.path.join(work, "dump-" + tag), os.path.join(work, "out-" + tag + ".json")
+    shutil.rmtree(dump, ignore_errors=True)
+    r = transcribe(W, pipe, clip, ["--beam-size", "5", "--max-tokens", "24", "--dump-logits", dump, "-o", out] +
+                   list(extra))
+    if r.returncode:
+        t.check(label + ": transcribe", False, r.stderr.strip()[-300:])
+        return None
+    rep = json.load(open(out))["report"]
+    got = rep["windows_sampled"][0]["tokens"]
+    got = got[:-1] if got and got[-1] == 50257 else got
+    r = run(["node", os.path.join(HERE, "ort_whisper.js"), export, "--mel", os.path.join(dump, "mel_0.npy"),
+             "--max-tokens", "24", "--threads", "1", "--beam-size", "5"] + list(extra))
+    if r.returncode:
+        t.check(label + ": ONNX Runtime beam search", False, r.stderr.strip()[-300:])
+        return None
+    want = [int(x) for x in r.stdout.strip().split(",") if x]
+    ended = re.search(r"(\d+) finished by <\|endoftext\|>", r.stderr)
+    ended = int(ended.group(1)) if ended else -1
+    t.check(label + ": ids equal the ONNX Runtime beam search (%d ids, %d hypothesis steps, %d forks, %d finished "
+            "by <|endoftext|>)" % (len(want), rep.get("beam_steps", 0), rep.get("beam_forks", 0), ended),
+            got == want and len(want) > 0 and rep.get("beam_steps", 0) > len(want) and rep.get("beam_forks", 0) > 0 and
+            (ended > 0 if must_end else ended >= 0), "" if got == want else "got %s want %s" % (got, want))
+    return got
+
+
+def eot_biased(export, out, bias):
+    """The export with `bias` added to the <|endoftext|> logit in both decoders (an Add after the
+    logits MatMul): seeded decoders hardly ever end, and beam search's finished-hypothesis path
+    (collection, patience, ranking by length) needs hypotheses that do."""
+    import onnx
+    from onnx import helper, numpy_helper
+    os.makedirs(out, exist_ok=True)
+    for f in ("config.json", "encoder_model.onnx"):
+        shutil.copy(os.path.join(export, f), out)
+    for g in ("decoder_model", "decoder_with_past_model"):
+        m = onnx.load(os.path.join(export, g + ".onnx"))
+        n = [n for n in m.graph.node if "logits" in n.output][0]
+        n.output[list(n.output).index("logits")] = "logits_before_eot_bias"
+        b = np.zeros(51865, np.float32)
+        b[50257] = bias
+        m.graph.initializer.append(numpy_helper.from_array(b, "eot_bias"))
+        m.graph.node.append(helper.make_node("Add", ["logits_before_eot_bias", "eot_bias"], ["logits"]))
+        onnx.save(m, os.path.join(out, g + ".onnx"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("wlower")
@@ -337,6 +393,8 @@ def main():
     ap.add_argument("--qc", choices=("full", "errors", "none"), default="full",
                     help="the qc-p x4 32 MB case (errors: its bad-input checks only, for sanitizer builds)")
     ap.add_argument("--fit-targets", default="ref,host", help="targets of the fitted-fixture section ('' skips it)")
+    ap.add_argument("--light", action="store_true", help="sanitizer builds: beam search on ref only, one "
+                    "<|endoftext|>-biased case")
     a = ap.parse_args()
     W, work = a.wlower, a.work
     os.makedirs(work, exist_ok=True)
@@ -372,6 +430,26 @@ def main():
         dump, _ = oracle_case(W, t, work, export, pipe, target, clip, False)
         if target == "ref":
             oracle_case(W, t, work, export, pipe, target, clip, True)
+        beam = beam_case(W, t, work, export, pipe, target, clip) if target == "ref" or not a.light else None
+        if target == "ref":
+            greedy = json.load(open(os.path.join(work, "out-ref.json")))["report"]["windows_sampled"][0]["tokens"]
+            # on this seeded model the beam's choice differs from greedy (else the check above tests little)
+            t.check("ref: beam 5 chooses other ids than greedy", beam is not None and beam != greedy[:len(beam)])
+            # hypotheses that end: <|endoftext|> logit + 1 (see eot_biased)
+            eot = os.path.join(work, "export-eot")
+            if not os.path.exists(os.path.join(eot, "decoder_with_past_model.onnx")):
+                eot_biased(export, eot, 1.0)
+            epipe = os.path.join(work, "pipe-eot-ref")
+            shutil.rmtree(epipe, ignore_errors=True)
+            r = run([W, eot, "--pipeline", "whisper", "--target", "ref", "-o", epipe])
+            t.check("ref: compile the <|endoftext|>-biased export", r.returncode == 0, r.stderr.strip()[-300:])
+            if r.returncode == 0:
+                beam_case(W, t, work, eot, epipe, target, clip, tag="/eot", must_end=True)
+            if r.returncode == 0 and not a.light:
+                beam_case(W, t, work, eot, epipe, target, clip, ["--patience", "0.5", "--length-penalty", "1"],
+                          tag="/eot", must_end=True)
+                beam_case(W, t, work, eot, epipe, target, clip, ["--no-timestamps", "--patience", "2"], tag="/eot",
+                          must_end=True)
         if dump and target == "ref":
             import zipfile  # noqa: F401  (np.load of .npz needs it)
             filters = np.load(os.path.join(SHARED, "whisper", "mel_filters.npz"))["mel_80"]
@@ -439,15 +517,24 @@ def main():
     shutil.rmtree(env["WLOWER_CACHE"], ignore_errors=True)
     pj = os.path.join(work, "prompt.json")
     cmd = [W, "transcribe", clip, "--model", export, "--target", "ref", "--tokenizer", TOK, "--threads", "1",
-           "--max-tokens", "4", "--prompt", " Hello world", "--no-context", "-o", pj]
+           "--max-tokens", "4", "--prompt", PROMPT, "--no-context", "-o", pj]
     r1 = run(cmd, env=env)
     r2 = run(cmd, env=env)
     rep = json.load(open(pj))["report"] if r2.returncode == 0 else {}
     t.check("--model: compiled on first use, reused after", r1.returncode == 0 and r2.returncode == 0 and
             "compiling" in r1.stderr and "compiling" not in r2.stderr, (r1.stderr + r2.stderr).strip()[-300:])
-    # window 0's prompt: <|startofprev|> " Hello" " world" <|startoftranscript|> <|en|> <|transcribe|>;
+    # the prompt ids are OpenAI's: tiktoken (npm, the Rust crate) of " " + the stripped text
+    cases = os.path.join(work, "prompt-texts.json")
+    json.dump([" " + PROMPT.strip()], open(cases, "w"), ensure_ascii=False)
+    r = run(["node", os.path.join(HERE, "tiktoken_check.js"), TOK, cases])
+    want = json.loads(r.stdout)[0] if r.returncode == 0 else None
+    t.check("--prompt ids equal tiktoken's encoding of ' ' + the stripped text (%s)" % want,
+            want is not None and rep.get("prompt_ids") == want, "got %s; %s" % (rep.get("prompt_ids"), r.stderr[-200:]))
+    # window 0's prompt: <|startofprev|> the ids <|startoftranscript|> <|en|> <|transcribe|>;
     # with --no-context every later window has the 3 sot tokens only
-    t.check("--prompt: 3 more prompt tokens in window 0", rep.get("prompt_tokens", 0) == 3 * rep.get("windows", 0) + 3,
+    n = len(want or [])
+    t.check("--prompt: %d more prompt tokens in window 0" % (n + 1),
+            rep.get("prompt_tokens", 0) == 3 * rep.get("windows", 0) + n + 1,
             "prompt_tokens %s, windows %s" % (rep.get("prompt_tokens"), rep.get("windows")))
     # sampling: the same seed gives the same ids run after run; --fallback retries at +0.2 steps
     samp = []
@@ -489,9 +576,12 @@ def main():
     r = run([W, "transcribe", clip, "--pipeline", pipe, "--tokenizer", os.path.join(work, "none.tiktoken")])
     ok, det = one_line_error(r, 1, "none.tiktoken")
     t.check("missing tokenizer: one line naming the file, exit 1", ok, det)
-    r = transcribe(W, pipe, clip, ["--beam-size", "2"])
-    ok, det = one_line_error(r, 2, "--beam-size 2")
-    t.check("--beam-size 2: usage error", ok, det)
+    r = transcribe(W, pipe, clip, ["--beam-size", "0"])
+    ok, det = one_line_error(r, 2, "--beam-size")
+    t.check("--beam-size 0: usage error", ok, det)
+    r = transcribe(W, pipe, clip, ["--beam-size", "5", "--patience", "0"])
+    ok, det = one_line_error(r, 2, "--patience")
+    t.check("--patience 0: usage error", ok, det)
     r = transcribe(W, pipe, clip, ["-o", os.path.join(work, "x.mp4")])
     ok, det = one_line_error(r, 2, "x.mp4")
     t.check("-o with an unknown extension: usage error", ok, det)

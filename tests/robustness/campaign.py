@@ -741,7 +741,9 @@ def gen_cli(fx, rng):
     odd = {
         "--max-tokens": (tr, ["0", "-1", "abc", "99999999999999999999", "4097"]),
         "--temperature": (tr, ["-0.1", "1.5", "nan", "inf", "abc"]),
-        "--beam-size": (tr, ["0", "2", "65", "abc"]),
+        "--beam-size": (tr, ["0", "-2", "65", "1.5", "abc"]),
+        "--patience": (tr, ["0", "-1", "65", "nan", "inf", "abc"]),
+        "--length-penalty": (tr, ["-1", "11", "nan", "abc"]),
         "--cores": (qcn, ["0", "5", "-1", "1.5", "abc", "", "99999999999999999999", "2x"]),
         "--ocm": (qcn, ["0", "-16MB", "1e400MB", "16XB", "infMB", "nanMB", "MB", "16MBB", "0.5B",
                         "99999999999999999999GB"]),

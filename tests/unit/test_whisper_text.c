@@ -61,9 +61,13 @@ START_TEST(test_decode)
 	ck_assert_int_eq(vocab_language(v, "yue"), -1);                 /* large-v3 only */
 	ck_assert_int_eq(vocab_language(v, "xx"), -1);
 	int64_t ids[16];
-	ck_assert_int_eq(vocab_encode(v, " Hello world", ids, 16), 2);
+	Diag d = {0};
+	ck_assert_int_eq(vocab_encode(v, " Hello world", ids, 16, &d), 2);
 	ck_assert_int_eq(ids[0], 2425);
 	ck_assert_int_eq(ids[1], 1002);
+	ck_assert_int_eq(vocab_encode(v, " Hello world", ids, 1, &d), -1);
+	ck_assert_str_eq(d.msg, "the text is longer than 1 tokens");
+	ck_assert_int_eq(vocab_encode(v, "\xff", ids, 16, &(Diag){0}), -1);
 	vocab_free(v);
 }
 END_TEST
