@@ -23,10 +23,13 @@ for each:
      settings (measured 25.1 dB on this block with 8 samples; the per-tensor
      report of `wlower compare` names the tensor where it drops: the SiLU-gated
      FFN product).
+Then fuse-qdq-matmul turns the int8-weights graph's projections into
+ai.wlower.QMatMul (int32 accumulation), checked against the unfused graph.
 The residual adds are found by structure, not by name: Add nodes with two
 activation inputs and a [1,S,H] output. Exits 1 on any failure.
 """
 
+import json
 import math
 import os
 import subprocess
@@ -173,7 +176,6 @@ def main():
             norm = [n for n in qm.graph.node if "layernorm" in n.name and n.op_type in ("Mul", "Add")]
             check(norm and all(i not in prod or prod[i].op_type != "DequantizeLinear" for n in norm for i in n.input),
                   "%s: no RMSNorm node (%d Mul/Add) reads a DequantizeLinear" % (name, len(norm)))
-        import json
         tr = json.load(open(q + ".tranges"))["tensors"]
         qnames = {n.input[0] for n in qm.graph.node if n.op_type == "QuantizeLinear"}
         check(tr and not (set(tr) & qnames) and "output_hidden_states" in tr,
@@ -213,7 +215,6 @@ def main():
     rep = os.path.join(work, "compare.json")
     run([wlower, "compare", fmodel, os.path.join(work, "vendor.onnx"), "--input", "hidden_states=" + xin,
          "--json", rep])
-    import json
     j = json.load(open(rep))
     last = [t for t in j["tensors"] if t["name"] == "output_hidden_states"][0]
     r = np.load(os.path.join(work, "ref_vendor", "output_hidden_states.npy"))
@@ -222,6 +223,23 @@ def main():
     fr = np.load(os.path.join(work, "ref_float", "output_hidden_states.npy"))
     check(abs(last["sqnr_db"] - sqnr(fr, r)) < 1e-6, "compare: output SQNR %.4f dB = numpy's %.4f dB"
           % (last["sqnr_db"], sqnr(fr, r)))
+    # fuse-qdq-matmul on the int8-weights graph: every projection becomes an
+    # ai.wlower.QMatMul (int32 accumulation); the first one matches the unfused
+    # QDQ MatMul to float rounding, the output to a downstream one-step flip
+    q = os.path.join(work, "int8-weights.onnx")
+    fused = os.path.join(work, "int8-weights-fused.onnx")
+    run([wlower, q, "--passes=shape-infer,fuse-qdq-matmul", "--emit", "onnx", "-o", fused])
+    nq = sum(n.op_type == "QMatMul" for n in onnx.load(fused).graph.node)
+    check(nq == 7, "fuse-qdq-matmul: %d of 7 projections are ai.wlower.QMatMul" % nq)
+    rep = os.path.join(work, "fused.json")
+    run([wlower, "compare", q, fused, "--input", "hidden_states=" + xin, "--json", rep])
+    rows = json.load(open(rep))["tensors"]
+    qp = [t for t in rows if t["name"] == "/layers.0/self_attn/q_proj/MatMul_output_0"][0]
+    out = [t for t in rows if t["name"] == "output_hidden_states"][0]
+    qs = qp["sqnr_db"] if qp["sqnr_db"] != "inf" else math.inf
+    ps = out["psnr_db"] if out["psnr_db"] != "inf" else math.inf
+    check(qs >= 100, "QMatMul q_proj vs the unfused QDQ MatMul: SQNR %.1f dB (gate 100)" % qs)
+    check(ps >= 60, "fused vs unfused QDQ graph output: PSNR %.1f dB (gate 60: downstream one-step flips)" % ps)
     print("int8-qdq: %d failed" % len(failures))
     return 1 if failures else 0
 
