@@ -15,6 +15,7 @@ const ChOp chimera_ops[OP_COUNT_] = {
 	/*                               C++ kernel, info/emit                    tiling (lower.c)  row reductions */
 	/* matmul.c */
 	[OP_WlMatMulNBits]         = {KERNEL("linalg::matMulNBits", matmul_nbits),  CH_TILE_MATMUL,    0},
+	[OP_WlQMatMul]             = {KERNEL("linalg::qMatMul", qmatmul),           CH_TILE_MATMUL,    0},
 	/* attention.c */
 	[OP_WlWhisperAttention]    = {KERNEL("nn::whisperAttention", whisper_attn), CH_TILE_ATTENTION, 2},
 	[OP_WlGroupQueryAttention] = {KERNEL("nn::gqa", gqa),                       CH_TILE_GQA,       2},
