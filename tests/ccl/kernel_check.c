@@ -123,6 +123,12 @@ static const Case cases[] = {
 	 HDR "g (int8[7,33] xq, float sx, int8 zx, int8[33,9] w, float sw, float sy, int8 zy) => (int8[7,9] y) {\n"
 	 "  y = ai.wlower.QMatMul (xq, sx, zx, w, sw, sy, zy)\n}\n",
 	 "sx:0.01:0.03,zx:-9:9,w:-128:127,sw:0.001:0.004,sy:0.02:0.04,zy:-20:20", "xq:-128:127", 0, 0, 0},
+	{"quantize_int8",
+	 HDR "g (float[3,40] x, float s, int8 z) => (int8[3,40] y) {\n  y = QuantizeLinear (x, s, z)\n}\n",
+	 "s:0.02:0.03,z:-10:10", "x:-3:3", 0, 0, 0},
+	{"dequantize_int8",
+	 HDR "g (int8[3,40] q, float s, int8 z) => (float[3,40] y) {\n  y = DequantizeLinear (q, s, z)\n}\n",
+	 "s:0.02:0.03,z:-10:10", "q:-128:127", 0, 0, 150},
 	{"logmel",
 	 HDR "g (float[1,3200] waveform, float[16,201] mf) => (float[1,16,20] y) {\n"
 	 "  y = ai.wlower.LogMel <n_fft = 400, hop = 160, n_mels = 16> (waveform, mf)\n}\n",
@@ -574,7 +580,9 @@ int main(int argc, char **argv)
 				long bad = pp[i].xq ? qmm_expect(n, pp[i].xq, got) : -1;
 				printf("%-24s out%-3d %10s %12ld  %s\n", cases[i].name, j, "integer", bad, bad ? "FAIL" : "ok");
 				ok = ok && !bad;
-				if (ref->dtype == DT_INT8) {
+			}
+			if (ref->dtype == DT_INT8) {
+				{
 					int md = 0;
 					for (int64_t k = 0; k < ne; k++) {
 						int dd = abs(((const int8_t *)got)[k] - ((const int8_t *)ref->data)[k]);

@@ -23,8 +23,12 @@ for each:
      settings (measured 25.1 dB on this block with 8 samples; the per-tensor
      report of `wlower compare` names the tensor where it drops: the SiLU-gated
      FFN product).
-Then fuse-qdq-matmul turns the int8-weights graph's projections into
-ai.wlower.QMatMul (int32 accumulation), checked against the unfused graph.
+Then fuse-qdq-matmul turns the projections into ai.wlower.QMatMul (int32
+accumulation; weights as int8 or as QDQ pairs, per tensor or per channel, the
+output QuantizeLinear absorbed where the MatMul feeds one): checked against
+the unfused graph on the reference executor, and against ONNX Runtime on the
+unfused QDQ graph (every int8 tensor equal or one step apart, at most 1e-3 of
+them; output PSNR >= 60 dB).
 The residual adds are found by structure, not by name: Add nodes with two
 activation inputs and a [1,S,H] output. Exits 1 on any failure.
 """
@@ -206,6 +210,35 @@ def main():
         check(psnr >= want and bad == 0, "%s: ONNX Runtime vs reference on the QDQ graph: PSNR %.1f dB (gate %d: "
               "%s), max|e| %.3g" % (name, psnr, want, "no int8 value apart" if flips == 0 else "a value one step apart",
                                    max_abs))
+        if name in ("vendor", "vendor-per-channel", "int8-weights"):
+            # the fused graph (ai.wlower.QMatMul) against ONNX Runtime on the unfused one
+            fz = os.path.join(work, name + "_fused.onnx")
+            run([wlower, qx, "--passes=shape-infer,fuse-qdq-matmul,dce", "--emit", "onnx", "-o", fz])
+            fm = onnx.load(fz)
+            nqm = [n for n in fm.graph.node if n.op_type == "QMatMul"]
+            nq8 = sum(len(n.input) > 5 for n in nqm)
+            check(len(nqm) == 7 and not any(n.op_type == "MatMul" and n.input[1] in {i.name for i in fm.graph.initializer}
+                                             for n in fm.graph.node),
+                  "%s: fuse-qdq-matmul: %d of 7 projections are ai.wlower.QMatMul (%d with int8 output)"
+                  % (name, len(nqm), nq8))
+            fd = os.path.join(work, "fused_" + name)
+            run([wlower, "run", fz, "--input", "hidden_states=" + xin, "--output-dir", fd])
+            fl = tot = wst = 0
+            for t in qouts:
+                p = os.path.join(fd, npy_name(t))
+                if not os.path.exists(p):
+                    continue
+                a = np.load(os.path.join(od, npy_name(t))).astype(np.int32)
+                b = np.load(p).astype(np.int32)
+                fl += int(np.count_nonzero(a != b))
+                tot += a.size
+                wst = max(wst, int(np.max(np.abs(a - b))) if a.size else 0)
+            check(tot > 0 and wst <= 1 and fl <= 1e-3 * tot, "%s: fused graph vs ONNX Runtime (unfused QDQ): %d of %d "
+                  "int8 values one step apart (at most 1e-3), max step %d" % (name, fl, tot, wst))
+            fo = np.load(os.path.join(fd, "output_hidden_states.npy"))
+            fpsnr, fmax, _, _, fbad = metrics(o, fo)
+            check(fpsnr >= 60 and fbad == 0, "%s: fused graph vs ONNX Runtime: output PSNR %.1f dB (gate 60), max|e| %.3g"
+                  % (name, fpsnr, fmax))
         s = sqnr(f_out, o)
         if gate is None:
             print("     %s: QDQ vs float graph (ONNX Runtime): SQNR %.2f dB (no gate)" % (name, s))

@@ -7,6 +7,7 @@
  *   ops.c          the op table chimera_ops[] (one row per Op), the entry
  *                  points ccl_kernel_info / ccl_emit_call
  *   util.c         checks, activation formats, constant packers (below)
+ *   quant.c        QuantizeLinear / DequantizeLinear (int8 edges)
  *   <family>.c     the kernels: ck_<kernel>_info / ck_<kernel>_emit, the
  *                  functions of the rows (chimera.h ChOp)
  */
@@ -109,5 +110,7 @@ CK_KERNEL(embedding);      /* gather.c: Gather */
 CK_KERNEL(argmax);         /* argmax.c: GreedyArgMax */
 CK_KERNEL(conv_stem);      /* conv.c: ConvStem */
 CK_KERNEL(logmel);         /* logmel.c: LogMel */
+CK_KERNEL(quantize);       /* quant.c: QuantizeLinear */
+CK_KERNEL(dequantize);     /* quant.c: DequantizeLinear */
 
 #endif
