@@ -161,9 +161,16 @@ int ch_lower(ChModule *cm, Diag *d)
 		if (v->type.kind != TY_TENSOR || !v->type.has_shape)
 			return diag_fail(d, "%s: graph input '%s': no static shape (the chimera targets need static shapes)",
 			                 model, v->name);
+		if (v->type.elem == DT_INT8)
+			return diag_fail(d, "%s: graph input '%s': int8 graph inputs are not supported by the chimera targets "
+			                 "(feed float and quantize inside the graph)", model, v->name);
 		val_init(cm, v);
 		val_of(cm, v)->io_in = true;
 	}
+	for (int i = 0; i < g->noutputs; i++)
+		if (g->outputs[i] && g->outputs[i]->type.elem == DT_INT8)
+			return diag_fail(d, "%s: graph output '%s': int8 graph outputs are not supported by the chimera targets "
+			                 "(dequantize inside the graph)", model, g->outputs[i]->name);
 	int ki = 0;
 	FOR_NODES(g, n) {
 		const ChOp *op = chimera_op(n->op);

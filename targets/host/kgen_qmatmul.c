@@ -1,4 +1,4 @@
-/* kgen_qmatmul.c — host kernel for ai.wlower.QMatMul (docs/OPS.md), the
+/* kgen_qmatmul.c — host kernels for ai.wlower.QMatMul (docs/OPS.md), the
  * int8 GEMM with int32 accumulation; bit-exact with the reference kernel
  * (runtime/interp/ref_quant.c):
  *   acc[m, n] = Σ_k (xq[m, k] − zx) · wq[k, n]               int32, exact
@@ -18,7 +18,9 @@
  *     int32 lane without saturation: the activations are offset to unsigned
  *     (x + 128 = x XOR 0x80), and the epilogue subtracts (zx + 128)·colsum[n];
  *   otherwise G = 2: vpmaddwd on sign-extended 16-bit pairs (x0·w0 + x1·w1,
- *     |x·w| <= 2^14: never saturates), the epilogue subtracts zx·colsum[n].
+ *     |x·w| <= 2^14: never saturates), the epilogue subtracts zx·colsum[n]
+ *     (WLOWER_HOST_NO_VNNI=1 forces this path; on an AVX512-VNNI CPU LLVM
+ *     still fuses vpmaddwd + vpaddd into vpdpwssd, the same exact sums).
  * Both are exact modulo 2^32, so the result equals the reference's int32
  * sum whenever that does not overflow (K <= 65793: checked by the
  * reference and by hg_prepare_qmatmul).
@@ -26,6 +28,9 @@
  * Activations are read in place; a K that is not a multiple of G ends with
  * one group read byte by byte (never past the row). Stores of the last,
  * partial panel are masked. Work split as kgen_matmul.c: M tiles x N groups.
+ *
+ * Also the int8 edges around it: QuantizeLinear / DequantizeLinear
+ * (hg_emit_qdq, per-tensor, at the end of this file).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -394,5 +399,59 @@ int hg_emit_qmatmul(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		hg_if_end(g, &f);
 	hg_loop_end(g, &lt);
 	hg_par_end(g, &p);
+	return WL_OK;
+}
+
+/* ---------------------------------------------------------------- QuantizeLinear / DequantizeLinear
+ * The int8 edges around a QMatMul, per-tensor scale and int8 zero point,
+ * exactly as the reference (ref_quant.c):
+ *   quantize:   y = saturate(rintf(x / s) + z)   (NaN → z)
+ *   dequantize: y = float(q − z) · s
+ * One scalar loop (LLVM vectorizes it); the scale and zero point are read at
+ * run time from their inputs. */
+static int qdq_fail(HostGen *g, const Node *n, const char *what, Diag *d)
+{
+	return diag_fail(d, "%s: node '%s': %s on host: %s", mname(g), n->name, n->op_type, what);
+}
+
+int hg_emit_qdq(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
+{
+	bool quant = n->op == OP_QuantizeLinear;
+	if (n->ninputs < 3 || !n->inputs[0] || !n->inputs[1] || !n->inputs[2] || n->noutputs != 1 || !n->outputs[0])
+		return qdq_fail(g, n, "needs x, a scale and an int8 zero point", d);
+	const Value *x = n->inputs[0], *y = n->outputs[0], *q = quant ? y : x, *f = quant ? x : y;
+	int64_t dims[8];
+	if (hg_dims(g, n, x, dims, d) < 0 || hg_dims(g, n, y, dims, d) < 0)
+		return WL_ERR;
+	if (q->type.elem != DT_INT8 || f->type.elem != DT_FLOAT || n->inputs[2]->type.elem != DT_INT8)
+		return qdq_fail(g, n, "int8 with float32 only", d);
+	if (hg_numel(n->inputs[1]) != 1 || hg_numel(n->inputs[2]) != 1 || attr_int(n, "block_size", 0) != 0)
+		return qdq_fail(g, n, "per-tensor scale and zero point only", d);
+	int64_t T = hg_numel(y);
+	if (T <= 0)
+		return WL_OK;
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef X = hg_arg(g, fn, 0), Y = hg_arg(g, fn, n->ninputs);
+	LLVMValueRef s = hg_load(g, g->t_f32, hg_arg(g, fn, 1), hg_i64(g, 0));
+	LLVMValueRef z = LLVMBuildSExt(b, hg_load(g, g->t_i8, hg_arg(g, fn, 2), hg_i64(g, 0)), g->t_i32, "z");
+	HgLoop l;
+	LLVMValueRef i = hg_loop_begin(g, &l, hg_i64(g, 0), hg_i64(g, T), 1, "i");
+	if (quant) {
+		LLVMValueRef v = hg_load(g, g->t_f32, X, i);
+		LLVMValueRef zf = LLVMBuildSIToFP(b, z, g->t_f32, "");
+		LLVMValueRef r = LLVMBuildFDiv(b, v, s, "");
+		r = hg_intrinsic(g, "llvm.rint", g->t_f32, &r, 1);
+		r = LLVMBuildFAdd(b, r, zf, "");
+		LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, v, v, "");
+		r = LLVMBuildSelect(b, nan, zf, r, "");
+		r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, r, hg_f32(g, -128.0f), ""), hg_f32(g, -128.0f), r, "");
+		r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, r, hg_f32(g, 127.0f), ""), hg_f32(g, 127.0f), r, "");
+		hg_store(g, LLVMBuildFPToSI(b, r, g->t_i8, ""), Y, i);
+	} else {
+		LLVMValueRef qv = LLVMBuildSExt(b, hg_load(g, g->t_i8, X, i), g->t_i32, "");
+		LLVMValueRef v = LLVMBuildSIToFP(b, LLVMBuildSub(b, qv, z, ""), g->t_f32, "");
+		hg_store(g, LLVMBuildFMul(b, v, s, ""), Y, i);
+	}
+	hg_loop_end(g, &l);
 	return WL_OK;
 }

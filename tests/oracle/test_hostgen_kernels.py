@@ -4,8 +4,8 @@ the reference executor: each case is a tiny graph (textual ONNX, weights as
 initializers), run with `wlower run MODEL.onnxtxt` (reference) and compiled
 with `wlower MODEL --target host -o DIR` + `wlower run DIR --threads 2`;
 float outputs must reach PSNR >= 90 dB, integer outputs must be equal.
-The int8 GEMM (ai.wlower.QMatMul, kgen_qmatmul.c) must be bit-exact, float
-and int8 outputs alike, on each path: VNNI 512-bit (native here when the CPU
+The int8 GEMM (ai.wlower.QMatMul, kgen_qmatmul.c) and the int8 edges
+(QuantizeLinear / DequantizeLinear) must be bit-exact, float and int8 outputs alike, on each path: VNNI 512-bit (native here when the CPU
 has AVX512-VNNI), AVX-VNNI 256-bit (--cpu alderlake, only where the CPU has
 avx_vnni), pmaddwd 512-bit (WLOWER_HOST_NO_VNNI=1) and AVX2 pmaddwd
 (--cpu x86-64-v3).
@@ -234,6 +234,27 @@ def qmm(name, rng, M=37, K=67, N=45, per_channel=False, qout=False, zx=5, extrem
     return name, g, {"xq": xq}, o
 
 
+def qdq_chain(name, rng, M=11, K=40, N=37, opts=None):
+    """QuantizeLinear -> QMatMul (int8 out) -> DequantizeLinear (the fused form
+    of a QDQ MatMul), and a separate QuantizeLinear -> DequantizeLinear of the
+    input with saturation and exact ties (x = 2.5 steps): host Quantize/
+    DequantizeLinear kernels bit-exact with the reference."""
+    x = rnd(rng, (1, M, K), 2.0)
+    x[0, 0, :4] = [0.125, -0.125, 50.0, -50.0]   # ties at s 0.05 (2.5 steps), saturation
+    inits = {"sx": np.array([0.05], dtype=np.float32), "zx": np.array([-3], dtype=np.int8),
+             "w": rng.integers(-128, 128, (K, N), dtype=np.int8),
+             "sw": (rng.random(N) * 0.01 + 0.001).astype(np.float32),
+             "sy": np.array([0.07], dtype=np.float32), "zy": np.array([4], dtype=np.int8)}
+    nodes = ["xq = QuantizeLinear (x, sx, zx)",
+             "yq = ai.wlower.QMatMul (xq, sx, zx, w, sw, sy, zy)",
+             "y = DequantizeLinear (yq, sy, zy)",
+             "xr = DequantizeLinear (xq, sx, zx)"]
+    g = graph(nodes, {"x": x}, inits, [("y", "float", (1, M, N)), ("xr", "float", (1, M, K))])
+    o = {"exact": True}
+    o.update(opts or {})
+    return name, g, {"x": x}, o
+
+
 def cpu_flag(flag):
     try:
         return (" " + flag + " ") in open("/proc/cpuinfo").read().replace("\n", " ")
@@ -249,16 +270,20 @@ def qmm_cases(rng):
         qmm("qmm_k2_q8_m13", rng, M=13, K=2, N=70, qout=True, per_channel=True),
         qmm("qmm_extreme", rng, M=5, K=130, N=35, zx=127, extreme=True),
         qmm("qmm_extreme_q8", rng, M=3, K=131, N=17, zx=127, extreme=True, qout=True),
+        qdq_chain("qdq_chain", rng),
     ]
-    # the other instruction paths on the same shapes
-    alt = [("_pmaddwd", {"env": {"WLOWER_HOST_NO_VNNI": "1"}}), ("_avx2", {"cpu": "x86-64-v3"})]
+    # the other instruction paths (CI budget: the cases that reach their tails
+    # and limits; the int8 epilogue is shared by every path)
+    out += [
+        qmm("qmm_pt_f32_tails_avx2", rng, opts={"cpu": "x86-64-v3"}),
+        qmm("qmm_pc_q8_avx2", rng, M=9, K=64, N=32, per_channel=True, qout=True, zx=-20, opts={"cpu": "x86-64-v3"}),
+        qmm("qmm_extreme_avx2", rng, M=5, K=131, N=35, zx=127, extreme=True, opts={"cpu": "x86-64-v3"}),
+        qmm("qmm_pt_f32_tails_pmaddwd", rng, opts={"env": {"WLOWER_HOST_NO_VNNI": "1"}}),
+    ]
     if cpu_flag("avx_vnni"):
-        alt.append(("_avxvnni", {"cpu": "alderlake"}))
-    for suffix, o in alt:
         out += [
-            qmm("qmm_pt_f32_tails" + suffix, rng, opts=o),
-            qmm("qmm_pc_q8" + suffix, rng, M=9, K=64, N=32, per_channel=True, qout=True, zx=-20, opts=o),
-            qmm("qmm_extreme" + suffix, rng, M=5, K=131, N=35, zx=127, extreme=True, opts=o),
+            qmm("qmm_pt_f32_tails_avxvnni", rng, opts={"cpu": "alderlake"}),
+            qmm("qmm_extreme_avxvnni", rng, M=5, K=131, N=35, zx=127, extreme=True, opts={"cpu": "alderlake"}),
         ]
     return out
 
