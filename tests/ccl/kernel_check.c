@@ -298,7 +298,7 @@ static long qmm_expect(const Node *n, const int8_t *x, const void *got)
 			for (int64_t k = 0; k < K; k++)
 				acc += ((long long)x[i * K + k] - (long long)zx) * ((const int8_t *)w->data)[k * N + j];
 			__int128 p = (__int128)acc * m;
-			long long v = s > 0 ? (long long)((p + ((__int128)1 << (s - 1))) >> s) : (long long)(p << -s);
+			long long v = s > 0 ? (long long)((p + ((__int128)1 << (s - 1))) >> s) : (long long)(p * ((__int128)1 << -s));
 			if (qout) {
 				v += (long long)zy;
 				v = v < -128 ? -128 : v > 127 ? 127 : v;
