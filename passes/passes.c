@@ -75,7 +75,7 @@ const Pass pass_table[] = {
 	 "--static-kv-cache: GroupQueryAttention reads its past in place, presents = the new rows"},
 	{"fuse-qdq-matmul", pass_fuse_qdq_matmul,
 	 "shape-infer", "nothing", "fuse",
-	 "DequantizeLinear(int8) x DequantizeLinear(int8 weight) MatMul -> ai.wlower.QMatMul (int32 accumulation)"},
+	 "DequantizeLinear(int8) x DequantizeLinear(int8 or QDQ-pair weight) MatMul [+ QuantizeLinear] -> ai.wlower.QMatMul (int8 GEMM)"},
 	{"fuse-matmul-nbits", pass_fuse_matmul_nbits,
 	 "canonicalize", "nothing", "fuse",
 	 "MatMulNBits or MatMul with constant weight, + bias Add -> ai.wlower.MatMulNBits"},
