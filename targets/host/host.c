@@ -796,6 +796,9 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	FOR_NODES(m->graph, n) {
 		if (n->op == OP_WlMatMulNBits && hg_prepare_matmul_nbits(&g, n, d) != WL_OK)
 			goto done;
+		if ((n->op == OP_WlQMatMul || n->op == OP_QuantizeLinear || n->op == OP_DequantizeLinear) &&
+		    hg_check_qdq(&g, n, d) != WL_OK)
+			goto done;
 		if (n->op == OP_WlQMatMul && hg_prepare_qmatmul(&g, n, d) != WL_OK)
 			goto done;
 	}

@@ -248,6 +248,7 @@ int hg_prepare_qmatmul(HostGen *g, Node *n, Diag *d);
 int hg_emit_qmatmul(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 uint64_t hg_scratch_qmatmul(HostGen *g, const Node *n);
 int hg_emit_qdq(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);   /* Quantize/DequantizeLinear, int8 */
+int hg_check_qdq(HostGen *g, const Node *n, Diag *d);   /* constant scales > 0 (Q/DQ, QMatMul), before the plan */
 int hg_emit_binary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);   /* Add, Mul */
 int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);    /* Gelu, SiLU, Cast */
 int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);

@@ -414,6 +414,25 @@ static int qdq_fail(HostGen *g, const Node *n, const char *what, Diag *d)
 	return diag_fail(d, "%s: node '%s': %s on host: %s", mname(g), n->name, n->op_type, what);
 }
 
+/* Before the buffer plan (every node, shared kernels or not): a constant
+ * scale must be positive and finite. */
+int hg_check_qdq(HostGen *g, const Node *n, Diag *d)
+{
+	for (int i = 1; i < n->ninputs; i++) {
+		const Value *v = n->inputs[i];
+		bool scale = n->op == OP_WlQMatMul ? (i == 1 || i == 4 || i == 5) : i == 1;
+		if (!scale || !v || !v->init || v->init->dtype != DT_FLOAT)
+			continue;
+		for (int64_t j = 0; j < tensor_numel(v->init); j++) {
+			double s = tensor_get_f64(v->init, j);
+			if (!(s > 0) || s > 3.4e38)
+				return diag_fail(d, "%s: node '%s': tensor '%s'[%lld] is %g: a scale must be positive and finite",
+				                 mname(g), n->name, v->name, (long long)j, s);
+		}
+	}
+	return WL_OK;
+}
+
 int hg_emit_qdq(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 {
 	bool quant = n->op == OP_QuantizeLinear;
