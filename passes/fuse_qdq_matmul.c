@@ -22,8 +22,9 @@
  *     → y  = ai.wlower.QMatMul (xq, sx, zx, wq, sw)            (float out)
  *     → yq = ai.wlower.QMatMul (xq, sx, zx, wq, sw, sy, zy)    (int8 out)
  *
- * QDQ-pair weights are quantized here, once, exactly as QuantizeLinear does
- * (rintf(w / s) + 0, saturated to [-128, 127]) into a new int8 initializer.
+ * QDQ-pair weights are quantized here, once per weight QuantizeLinear (shared
+ * by every MatMul that reads it), exactly as QuantizeLinear does (rintf(w / s)
+ * + 0, saturated to [-128, 127]) into a new int8 initializer.
  * The DequantizeLinear / QuantizeLinear nodes of the weights stay for their
  * other readers (dce removes them when there are none).
  * Numerics: products summed exactly in int32, scaled once by sx·sw[n] (one
@@ -176,7 +177,28 @@ static Value *quantize_weight(Module *m, const QmmCapture *c)
 	return v;
 }
 
-static void rewrite_qdq_matmul(Module *m, const QmmCapture *c)
+/* QDQ-pair weights quantized so far (one int8 initializer per weight
+ * QuantizeLinear, however many MatMuls read it) */
+typedef struct WCache {
+	const Node *q[64];
+	Value *v[64];
+	int n;
+} WCache;
+
+static Value *weight_int8(Module *m, const QmmCapture *c, WCache *wc)
+{
+	for (int i = 0; i < wc->n; i++)
+		if (wc->q[i] == c->wq_node)
+			return wc->v[i];
+	Value *v = quantize_weight(m, c);
+	if (wc->n < 64) {
+		wc->q[wc->n] = c->wq_node;
+		wc->v[wc->n++] = v;
+	}
+	return v;
+}
+
+static void rewrite_qdq_matmul(Module *m, const QmmCapture *c, WCache *wc)
 {
 	Graph *g = c->mm->graph;
 	const char *name = c->mm->name && *c->mm->name ? arena_printf(m->arena, "%s_QMatMul", c->mm->name) : "";
@@ -184,7 +206,7 @@ static void rewrite_qdq_matmul(Module *m, const QmmCapture *c)
 	node_add_input(f, c->xq);
 	node_add_input(f, c->sx);
 	node_add_input(f, c->zx);
-	node_add_input(f, c->wq_node ? quantize_weight(m, c) : c->wq);
+	node_add_input(f, c->wq_node ? weight_int8(m, c, wc) : c->wq);
 	node_add_input(f, c->sw);
 	Node *from[2] = {c->mm, c->yq_node};
 	set_fused_from(m, f, from, c->yq_node ? 2 : 1);
@@ -204,12 +226,13 @@ static void rewrite_qdq_matmul(Module *m, const QmmCapture *c)
 int pass_fuse_qdq_matmul(Module *m, PassContext *ctx, Diag *d)
 {
 	(void)d;
+	WCache wc = {.n = 0};
 	FOR_NODES_SAFE(m->graph, n, nx) {
 		QmmCapture c;
 		if (match_qdq_matmul(n, &c)) {
 			if (c.yq_node && nx == c.yq_node)
 				nx = c.yq_node->next;
-			rewrite_qdq_matmul(m, &c);
+			rewrite_qdq_matmul(m, &c, &wc);
 			if (ctx)
 				ctx->changed++;
 		}
