@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""int8_gemm.py [--rounds R] [--reps N] [--threads T] [--shapes MxKxN,...] [--work DIR]
+"""int8_gemm.py [--rounds R] [--reps N] [--threads T] [--shapes MxKxN,...] [--work DIR] [--cpu CPU]
 
 The host int8 GEMM (ai.wlower.QMatMul, targets/host/kgen_qmatmul.c) against,
 in one run and on the same shapes:
@@ -18,6 +18,8 @@ outputs of wlower and ORT differ (ORT's requantization may round a tie the
 other way: at most one step).
 
 Models are written once under --work (default /tmp/wlower-bench-int8).
+--cpu CPU: --cpu for the three wlower compiles (x86-64-v3: the AVX2 paths,
+vpmaddwd for int8); the modules go to mod_<kind>_<cpu>.
 """
 import argparse
 import os
@@ -96,6 +98,7 @@ def main():
     ap.add_argument("--shapes", default="16x1536x1536,1x1536x8960,128x1536x1536")
     ap.add_argument("--work", default="/tmp/wlower-bench-int8")
     ap.add_argument("--wlower", default=os.path.join(ROOT, "build", "wlower"))
+    ap.add_argument("--cpu", default=None)
     a = ap.parse_args()
     sh(["sh", os.path.join(ROOT, "tests", "oracle", "install.sh")])
     rng = np.random.default_rng(5)
@@ -105,12 +108,14 @@ def main():
         M, K, N = (int(v) for v in shp.split("x"))
         d = os.path.join(a.work, shp)
         models(d, M, K, N, rng)
+        sfx = "_" + a.cpu if a.cpu else ""
         for k in ("qdq", "f32", "q4"):
-            sh([a.wlower, os.path.join(d, k + ".onnx"), "--target", "host", "-o", os.path.join(d, "mod_" + k)])
+            sh([a.wlower, os.path.join(d, k + ".onnx"), "--target", "host", "-o", os.path.join(d, "mod_" + k + sfx)]
+               + (["--cpu", a.cpu] if a.cpu else []))
         t = {k: [] for k in ("int8", "f32", "q4", "ort")}
         for _ in range(a.rounds):
             for k, mod, feed in (("int8", "mod_qdq", "xq"), ("f32", "mod_f32", "x"), ("q4", "mod_q4", "x")):
-                out = sh([a.wlower, "run", os.path.join(d, mod), "--threads", T, "--reps", str(a.reps),
+                out = sh([a.wlower, "run", os.path.join(d, mod + sfx), "--threads", T, "--reps", str(a.reps),
                           "--input", "%s=%s" % (feed, os.path.join(d, feed + ".npy")),
                           "--output-dir", os.path.join(d, "out_" + k)])
                 t[k].append(median_ms(out))
