@@ -25,7 +25,13 @@
  *   Gather of a constant table: the table's min/max;
  *   a graph input read by ai.wlower.LogMel (the waveform): [-1, 1]
  *     (normalized PCM; the runner quantizes saturating);
- *   a constant input of a derivation: its data's min/max.
+ *   a constant input of a derivation: its data's min/max;
+ *   int8 edges (QDQ graphs, `wlower quantize --int8`): the float output of a
+ *     DequantizeLinear (per-tensor constant scale s, zero point z) is
+ *     [(qmin − z)·s, (qmax − z)·s] (a static bound: an int8 cannot leave it);
+ *     a float value read by a QuantizeLinear (its tranges entry is left out by
+ *     quantize --int8) gets the same interval of that quantizer: the range the
+ *     int8 edge can represent, values beyond it saturate anyway.
  * Static bounds widen the calibrated range even when the tranges has one:
  * Gather of a constant table (calibration saw only some rows, e.g. token
  * embeddings) and Add/Sub of two static bounds (embedding + positional
@@ -198,6 +204,36 @@ static bool read_by_logmel(const Value *v)
 	return false;
 }
 
+/* [(qmin − z)·s, (qmax − z)·s] of a Quantize/DequantizeLinear node with a
+ * per-tensor constant scale s (input 1) and zero point z (input 2, absent: 0)
+ * for the int8 / uint8 type q. */
+static bool qdq_range(const Node *n, int q, double *lo, double *hi)
+{
+	if (n->ninputs < 2 || !n->inputs[1] || !n->inputs[1]->init || tensor_numel(n->inputs[1]->init) != 1)
+		return false;
+	double s = tensor_get_f64(n->inputs[1]->init, 0), z = 0;
+	if (!(s > 0) || !isfinite(s))
+		return false;
+	if (n->ninputs > 2 && n->inputs[2]) {
+		if (!n->inputs[2]->init || tensor_numel(n->inputs[2]->init) != 1)
+			return false;
+		z = tensor_get_f64(n->inputs[2]->init, 0);
+	}
+	double qmin, qmax;
+	if (q == DT_INT8) {
+		qmin = -128;
+		qmax = 127;
+	} else if (q == DT_UINT8) {
+		qmin = 0;
+		qmax = 255;
+	} else {
+		return false;
+	}
+	*lo = (qmin - z) * s;
+	*hi = (qmax - z) * s;
+	return true;
+}
+
 /* Range of an input of a derivation: a value already assigned, or a constant.
  * *bound: the range is a static bound (holds for every input of the model). */
 static bool input_range(const FB *fb, const Value *v, double *lo, double *hi, bool *bound)
@@ -237,9 +273,29 @@ static bool derive(const FB *fb, const Value *v, double *lo, double *hi, const c
 		*why = "Gather of a constant table";
 		*bound = true;
 		return n->ninputs > 0 && n->inputs[0] && n->inputs[0]->init && const_range(n->inputs[0], lo, hi);
+	case OP_DequantizeLinear:
+		*why = "DequantizeLinear (int8 scale)";
+		*bound = true;
+		return qdq_range(n, n->ninputs > 0 && n->inputs[0] ? n->inputs[0]->type.elem : DT_UNDEFINED, lo, hi);
 	default:
 		return false;
 	}
+}
+
+/* A float value read by a QuantizeLinear with a per-tensor constant scale:
+ * the interval its int8 (uint8) output represents. */
+static bool quantized_input_range(const Value *v, double *lo, double *hi, const char **why)
+{
+	for (int i = 0; i < v->nusers; i++) {
+		const Node *u = v->users[i].node;
+		if (!u || u->op != OP_QuantizeLinear || v->users[i].slot != 0 || u->noutputs < 1 || !u->outputs[0])
+			continue;
+		if (qdq_range(u, u->outputs[0]->type.elem, lo, hi)) {
+			*why = "QuantizeLinear input (int8 scale)";
+			return true;
+		}
+	}
+	return false;
 }
 
 /* A static bound that must widen a calibrated range: Gather of a constant
@@ -302,6 +358,8 @@ static int assign(FB *fb, Value *v, Diag *d)
 	} else if (tranges_get(fb->tr, v->name, &lo, &hi))
 		src = SRC_TRANGES;
 	else if (derive(fb, v, &lo, &hi, &why, &bound))
+		src = SRC_DERIVED;
+	else if (quantized_input_range(v, &lo, &hi, &why))
 		src = SRC_DERIVED;
 	else if (!p && v->is_input && read_by_logmel(v)) {
 		lo = -1.0;

@@ -100,6 +100,7 @@ int pass_fuse_ms_gqa(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_whisper_attention(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_gqa(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_matmul_nbits(Module *m, PassContext *ctx, Diag *d);
+int pass_fuse_qdq_matmul(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_qkv(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_logmel(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_argmax(Module *m, PassContext *ctx, Diag *d);

@@ -553,6 +553,15 @@ static int infer_node(SI *s, Node *n)
 		}
 		return si_set_out(s, n, 0, e0, &o);
 	}
+	case OP_WlQMatMul: {
+		/* (xq [..., K] int8, x_scale, x_zero_point, wq [K, N] int8, w_scale [, y_scale, y_zero_point])
+		 * -> float [..., N], or int8 with y_scale */
+		const Value *wv = n->ninputs > 3 ? n->inputs[3] : NULL;
+		o = a;
+		if (o.r >= 1)
+			o.d[o.r - 1] = wv && wv->init && wv->init->ndim == 2 ? dv(wv->init->dims[1]) : du();
+		return si_set_out(s, n, 0, n->ninputs > 5 && n->inputs[5] ? DT_INT8 : DT_FLOAT, &o);
+	}
 	case OP_MsMatMulNBits: case OP_WlMatMulNBits: {
 		int64_t K = attr_int(n, "K", -1), N = attr_int(n, "N", -1);
 		if (a.r >= 1 && K >= 0 && clash(a.d[a.r - 1], dv(K)))

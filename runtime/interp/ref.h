@@ -17,7 +17,8 @@
  *   ref_attention.c        com.microsoft RotaryEmbedding, GroupQueryAttention,
  *                          MultiHeadAttention
  *   ref_contrib.c          com.microsoft Attention
- *   ref_quant.c            QuantizeLinear, DequantizeLinear (ONNX QDQ)
+ *   ref_quant.c            QuantizeLinear, DequantizeLinear (ONNX QDQ), ai.wlower
+ *                          QMatMul (int8 GEMM, int32 accumulation)
  *
  * A kernel is three functions over a KCall (one node, its input and output
  * tensors):
@@ -111,7 +112,7 @@ KFn ref_stem_prepare, ref_stem_infer, ref_stem_run, ref_lm_prepare, ref_lm_infer
 /* ref_contrib.c */
 KFn ref_msa_infer, ref_msa_run;
 /* ref_quant.c */
-KFn ref_qlin_infer, ref_qlin_run, ref_dqlin_infer, ref_dqlin_run;
+KFn ref_qlin_infer, ref_qlin_run, ref_dqlin_infer, ref_dqlin_run, ref_qmm_infer, ref_qmm_run;
 KFn ref_if_prepare, ref_if_infer, ref_if_run;            /* ref_control.c */
 
 /* ---------------------------------------------------------------- util */

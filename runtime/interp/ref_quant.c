@@ -188,3 +188,111 @@ int ref_dqlin_run(KCall *c, Diag *d)
 		}
 	return WL_OK;
 }
+
+/* ---------------------------------------------------------------- ai.wlower QMatMul
+ * y = QMatMul(xq, x_scale, x_zero_point, wq, w_scale [, y_scale, y_zero_point]):
+ * the int8 GEMM a QDQ-wrapped MatMul becomes (passes/fuse_qdq_matmul.c;
+ * docs/OPS.md):
+ *   acc[m, n] = sum_k (int32(xq[m, k]) - zx) * int32(wq[k, n])     int32, exact
+ *   v[m, n]   = float(acc) * (x_scale * w_scale[n])               float32, one rounding each
+ *   y[m, n]   = v                                                  (float out)
+ *             = saturate(rintf(v / y_scale) + zy) to int8           (with y_scale:
+ *                                                                  QuantizeLinear's rule)
+ * xq [..., K] int8, x_scale/x_zero_point scalars (float, int8), wq [K, N]
+ * int8 (symmetric: zero point 0), w_scale [] or [N]; y_scale float and
+ * y_zero_point int8 scalars. K <= 65793 keeps |acc| <= K * 255 * 128 below
+ * 2^31. The host kernel (targets/host/kgen_qmatmul.c) computes exactly this. */
+enum { QMM_MAX_K = 65793 };
+
+int ref_qmm_infer(KCall *c, Diag *d)
+{
+	if (need_in(c, d, 0, DTM(DT_INT8)) || need_in(c, d, 1, DTM(DT_FLOAT)) || need_in(c, d, 2, DTM(DT_INT8)) ||
+	    need_in(c, d, 3, DTM(DT_INT8)) || need_in(c, d, 4, DTM(DT_FLOAT)))
+		return WL_ERR;
+	bool qout = c->nin > 5 && c->in[5];
+	if (qout && (need_in(c, d, 5, DTM(DT_FLOAT)) || c->nin < 7 || !c->in[6] || need_in(c, d, 6, DTM(DT_INT8))))
+		return kfail(c, d, "y_scale needs an int8 y_zero_point");
+	const RTensor *x = c->in[0], *w = c->in[3];
+	char b1[96], b2[96];
+	if (x->ndim < 1 || w->ndim != 2 || x->dims[x->ndim - 1] != w->dims[0])
+		return kfail(c, d, "'%s' is %s and '%s' is %s: expected [..., K] and [K, N]", kin_name(c, 0), kdesc(x, b1),
+		             kin_name(c, 3), kdesc(w, b2));
+	if (w->dims[0] > QMM_MAX_K)
+		return kfail(c, d, "K = %lld exceeds %d (int32 accumulation)", (long long)w->dims[0], QMM_MAX_K);
+	if (rt_numel(c->in[1]) != 1 || rt_numel(c->in[2]) != 1)
+		return kfail(c, d, "x scale '%s' and zero point '%s' must be scalars", kin_name(c, 1), kin_name(c, 2));
+	if (qout && (rt_numel(c->in[5]) != 1 || rt_numel(c->in[6]) != 1))
+		return kfail(c, d, "y scale '%s' and zero point '%s' must be scalars", kin_name(c, 5), kin_name(c, 6));
+	int64_t ns = rt_numel(c->in[4]);
+	if (ns != 1 && ns != w->dims[1])
+		return kfail(c, d, "weight scale '%s' has %lld elements: expected 1 or N = %lld", kin_name(c, 4),
+		             (long long)ns, (long long)w->dims[1]);
+	int64_t dims[RT_MAX_DIMS];
+	memcpy(dims, x->dims, sizeof dims);
+	dims[x->ndim - 1] = w->dims[1];
+	set_out(c->out[0], qout ? DT_INT8 : DT_FLOAT, x->ndim, dims);
+	return WL_OK;
+}
+
+typedef struct QmmJob {
+	const int8_t *x, *w;
+	void *y;
+	const RTensor *ws;
+	float sx, sy;
+	int32_t zx, zy;
+	bool qout;
+	int64_t K, N;
+} QmmJob;
+
+__attribute__((optimize("fp-contract=off")))
+static void qmm_rows(void *ctx, int64_t m0, int64_t m1, int tid)
+{
+	const QmmJob *j = ctx;
+	(void)tid;
+	bool per_n = rt_numel(j->ws) != 1;
+	for (int64_t m = m0; m < m1; m++) {
+		const int8_t *xr = j->x + m * j->K;
+		for (int64_t n = 0; n < j->N; n++) {
+			int32_t acc = 0;
+			for (int64_t k = 0; k < j->K; k++)
+				acc += ((int32_t)xr[k] - j->zx) * (int32_t)j->w[k * j->N + n];
+			float s = j->sx * fget(j->ws, per_n ? n : 0);
+			float v = (float)acc * s;
+			if (j->qout) {
+				float q = rintf(v / j->sy) + (float)j->zy;
+				q = q < -128.0f ? -128.0f : q > 127.0f ? 127.0f : q;
+				((int8_t *)j->y)[m * j->N + n] = (int8_t)q;
+			} else {
+				((float *)j->y)[m * j->N + n] = v;
+			}
+		}
+	}
+}
+
+static int qmm_scale_ok(KCall *c, Diag *d, int i)
+{
+	for (int64_t n = 0; n < rt_numel(c->in[i]); n++) {
+		float s = fget(c->in[i], n);
+		if (!(s > 0) || !isfinite(s))
+			return kfail(c, d, "scale '%s'[%lld] is %g: a scale must be positive and finite", kin_name(c, i),
+			             (long long)n, s);
+	}
+	return WL_OK;
+}
+
+int ref_qmm_run(KCall *c, Diag *d)
+{
+	const RTensor *x = c->in[0], *w = c->in[3];
+	bool qout = c->nin > 5 && c->in[5];
+	if (qmm_scale_ok(c, d, 1) || qmm_scale_ok(c, d, 4) || (qout && qmm_scale_ok(c, d, 5)))
+		return WL_ERR;
+	QmmJob j = {.x = x->data, .w = w->data, .y = c->out[0]->data, .ws = c->in[4], .sx = fget(c->in[1], 0),
+	            .zx = ((const int8_t *)c->in[2]->data)[0], .qout = qout, .K = w->dims[0], .N = w->dims[1]};
+	if (qout) {
+		j.sy = fget(c->in[5], 0);
+		j.zy = ((const int8_t *)c->in[6]->data)[0];
+	}
+	int64_t M = j.K ? rt_numel(x) / j.K : 0;
+	parallel_for(c->pool, M, 1, qmm_rows, &j);
+	return WL_OK;
+}

@@ -110,6 +110,7 @@ static const Kernel ref_kernels[OP_COUNT_] = {
 	/* ref_quant.c; unaligned_ok: floats through memcpy, integers through get_i64 */
 	[OP_QuantizeLinear] = {NULL, ref_qlin_infer, ref_qlin_run, 0, false, ~0u},
 	[OP_DequantizeLinear] = {NULL, ref_dqlin_infer, ref_dqlin_run, 0, false, ~0u},
+	[OP_WlQMatMul] = {NULL, ref_qmm_infer, ref_qmm_run, 0, false, ~0u},
 };
 
 const Kernel *ref_kernel(Op op)

@@ -65,6 +65,7 @@ int ch_fmt(const Value *v)
 	switch (v->type.elem) {
 	case DT_INT64: return -4;
 	case DT_INT32: return -3;
+	case DT_INT8: return -5;
 	default: break;
 	}
 	if (v->frac_bits >= 0 && v->frac_bits <= 31)
@@ -78,7 +79,7 @@ const char *ch_fmt_label(const Value *v, char buf[16])
 	if (f >= 0)
 		snprintf(buf, 16, "Q%d", f);
 	else
-		snprintf(buf, 16, "%s", f == -1 ? "f32" : f == -2 ? "fp16" : f == -3 ? "i32" : "i64");
+		snprintf(buf, 16, "%s", f == -1 ? "f32" : f == -2 ? "fp16" : f == -3 ? "i32" : f == -5 ? "i8" : "i64");
 	return buf;
 }
 
@@ -87,6 +88,7 @@ static int elem_bytes(const Value *v)
 	switch (v->type.elem) {
 	case DT_INT64: return 8;
 	case DT_INT32: return 4;
+	case DT_INT8: return 1;
 	default: return v->frac_bits == FRAC_FP16 ? 2 : 4;
 	}
 }
@@ -115,6 +117,7 @@ static int check_value(ChModule *cm, const Node *n, const Value *v, Diag *d)
 		break;
 	case DT_INT64:
 	case DT_INT32:
+	case DT_INT8:
 		break;
 	default:
 		return diag_fail(d, "%s: node '%s': op '%s': tensor '%s': dtype %s is not supported by the chimera targets",
@@ -158,9 +161,16 @@ int ch_lower(ChModule *cm, Diag *d)
 		if (v->type.kind != TY_TENSOR || !v->type.has_shape)
 			return diag_fail(d, "%s: graph input '%s': no static shape (the chimera targets need static shapes)",
 			                 model, v->name);
+		if (v->type.elem == DT_INT8)
+			return diag_fail(d, "%s: graph input '%s': int8 graph inputs are not supported by the chimera targets "
+			                 "(feed float and quantize inside the graph)", model, v->name);
 		val_init(cm, v);
 		val_of(cm, v)->io_in = true;
 	}
+	for (int i = 0; i < g->noutputs; i++)
+		if (g->outputs[i] && g->outputs[i]->type.elem == DT_INT8)
+			return diag_fail(d, "%s: graph output '%s': int8 graph outputs are not supported by the chimera targets "
+			                 "(dequantize inside the graph)", model, g->outputs[i]->name);
 	int ki = 0;
 	FOR_NODES(g, n) {
 		const ChOp *op = chimera_op(n->op);
@@ -428,7 +438,7 @@ static void tile_kernel(ChModule *cm, ChKernel *k)
 		switch (cls) {
 		case CH_TILE_MATMUL: {
 			int64_t K = attr_int(n, "K", dimv(x, -1)), N = attr_int(n, "N", dimv(y, -1));
-			int64_t bits = attr_int(n, "bits", 4);
+			int64_t bits = n->op == OP_WlQMatMul ? 8 : attr_int(n, "bits", 4);
 			int64_t Mc = !strcmp(k->split, "cols") ? rows : u, Nc = !strcmp(k->split, "cols") ? u : N;
 			t = mm_tile(cfg, Mc, K, Nc, vbits(x), (int)bits);
 			/* scales/zero points/bias beside the weights: once per row block */

@@ -5,6 +5,9 @@
 
 static const HgKernel hg_kernels[OP_COUNT_] = {
 	[OP_WlMatMulNBits] = {hg_emit_matmul_nbits, hg_scratch_matmul_nbits},
+	[OP_WlQMatMul] = {hg_emit_qmatmul, hg_scratch_qmatmul},
+	[OP_QuantizeLinear] = {hg_emit_qdq, NULL},
+	[OP_DequantizeLinear] = {hg_emit_qdq, NULL},
 	[OP_WlWhisperAttention] = {hg_emit_whisper_attention, hg_scratch_whisper_attention},
 	[OP_WlGroupQueryAttention] = {hg_emit_gqa, hg_scratch_gqa},
 	[OP_WlConvStem] = {hg_emit_conv_stem, hg_scratch_conv_stem},

@@ -725,6 +725,28 @@ static bool cpu_has_avx512(const char *cpu, const char *features)
 	return false;
 }
 
+/* vpdpbusd available: AVX512-VNNI with AVX-512, AVX-VNNI without (the
+ * 256-bit form); by name when --cpu names a processor (features empty).
+ * WLOWER_HOST_NO_VNNI=1 turns it off (the AVX2 pmaddwd path, A/B runs). */
+static bool cpu_has_vnni(const char *cpu, const char *features, bool avx512)
+{
+	if (getenv("WLOWER_HOST_NO_VNNI") && strcmp(getenv("WLOWER_HOST_NO_VNNI"), "0"))
+		return false;
+	if (features && *features)
+		return strstr(features, avx512 ? "+avx512vnni" : "+avxvnni") != NULL;
+	static const char *v512[] = {"cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake",
+	                             "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids",
+	                             "graniterapids-d", "znver4", "znver5", NULL};
+	static const char *v256[] = {"alderlake", "raptorlake", "meteorlake", "arrowlake", "arrowlake-s", "lunarlake",
+	                             "gracemont", "sierraforest", "grandridge", "pantherlake", "clearwaterforest",
+	                             NULL};
+	const char *const *l = avx512 ? v512 : v256;
+	for (int i = 0; l[i]; i++)
+		if (!strcmp(cpu, l[i]))
+			return true;
+	return false;
+}
+
 int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 {
 	LLVMInitializeX86TargetInfo();
@@ -762,6 +784,7 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	g.opt = o;
 	g.avx512 = cpu_has_avx512(cpu, features);
 	g.vw = g.avx512 ? 16 : 8;
+	g.vnni = cpu_has_vnni(cpu, features, g.avx512);
 	init_types(&g);
 	LLVMSetTarget(g.mod, triple);
 	LLVMTargetDataRef td = LLVMCreateTargetDataLayout(g.tm);
@@ -772,6 +795,11 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 
 	FOR_NODES(m->graph, n) {
 		if (n->op == OP_WlMatMulNBits && hg_prepare_matmul_nbits(&g, n, d) != WL_OK)
+			goto done;
+		if ((n->op == OP_WlQMatMul || n->op == OP_QuantizeLinear || n->op == OP_DequantizeLinear) &&
+		    hg_check_qdq(&g, n, d) != WL_OK)
+			goto done;
+		if (n->op == OP_WlQMatMul && hg_prepare_qmatmul(&g, n, d) != WL_OK)
 			goto done;
 	}
 	if (make_plan(&g, &plan, d) != WL_OK || gen_module(&g, &plan, d) != WL_OK)

@@ -6,7 +6,8 @@
  *   hg_util.c     builder helpers shared by the kernel generators (loops,
  *                 vector types, parallel_for outlining, intrinsics)
  *   hg_kernels.c  the op table: Op → {emit, scratch}
- *   kgen_*.c      one file per kernel family (the generators the table names)
+ *   kgen_*.c      one file per kernel family (the generators the table names;
+ *                 kgen_qmatmul.c: the int8 GEMM, VNNI where the CPU has it)
  *
  * Module ABI (what module.so exports; the runtime, runtime/rt/wlower_rt.c, calls it):
  *
@@ -55,6 +56,7 @@ typedef struct HostGen {
 	const TargetOptions *opt;
 	int vw;                       /* floats per vector register: 16 (AVX-512), 8 (AVX2) */
 	bool avx512;
+	bool vnni;                    /* vpdpbusd: AVX512-VNNI (vw 16) or AVX-VNNI (vw 8) */
 	LLVMTypeRef t_void, t_i1, t_i8, t_i16, t_i32, t_i64, t_f32, t_f16, t_ptr, t_vf, t_vi32;
 	LLVMTypeRef t_kernel;         /* i32 (ptr api, ptr args): WL_MODULE_OK or a status */
 	LLVMTypeRef t_body;           /* void (ptr ctx, i64 i0, i64 i1) */
@@ -239,6 +241,14 @@ uint64_t hg_scratch_logmel(HostGen *g, const Node *n);
 int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d);
 int hg_emit_matmul_nbits(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 uint64_t hg_scratch_matmul_nbits(HostGen *g, const Node *n);
+/* kgen_qmatmul.c: ai.wlower.QMatMul (int8 GEMM); hg_prepare_qmatmul repacks
+ * the int8 weights into VNNI / pmaddwd panels with column sums and scales
+ * (input 7), before the buffer plan. */
+int hg_prepare_qmatmul(HostGen *g, Node *n, Diag *d);
+int hg_emit_qmatmul(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+uint64_t hg_scratch_qmatmul(HostGen *g, const Node *n);
+int hg_emit_qdq(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);   /* Quantize/DequantizeLinear, int8 */
+int hg_check_qdq(HostGen *g, const Node *n, Diag *d);   /* constant scales > 0 (Q/DQ, QMatMul), before the plan */
 int hg_emit_binary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);   /* Add, Mul */
 int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);    /* Gelu, SiLU, Cast */
 int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);

@@ -10,6 +10,11 @@
  *   targets/chimera/ccl/ and run; outputs are compared with the reference
  *   (PSNR with peak = max |ref|, max |err| / peak; ids exactly) and the
  *   kernels' run-time macs/alu counters with the op table's (ops/).
+ *   QMatMul (qmatmul_*): int8 input and weights; the output must equal,
+ *   bit for bit, qmm_expect below (the integer arithmetic API.md specifies
+ *   for linalg::qMatMul, written here from the graph's constants, not from
+ *   the packed blobs) and stay within one int8 step / the PSNR gate of the
+ *   float reference.
  *
  * usage: kernel_check CCL_DIR WORK_DIR [CASE_SUBSTRING]   (exit 1 on any failure)
  * $CXX overrides g++.
@@ -110,6 +115,20 @@ static const Case cases[] = {
 	 HDR "g (float[1,8,20] x, float[16,8,3] w1, float[16] b1, float[16,16,3] w2, float[16] b2, float[10,16] pos) => (float[1,10,16] y) {\n"
 	 "  y = ai.wlower.ConvStem <strides = [1, 2], pads = [1, 1]> (x, w1, b1, w2, b2, pos)\n}\n",
 	 "w1:-0.5:0.5,b1:-0.1:0.1,w2:-0.3:0.3,b2:-0.1:0.1,pos:-1:1", "", 0, 0, 135},
+	{"qmatmul_fixed_pc",
+	 HDR "g (int8[2,5,40] xq, float sx, int8 zx, int8[40,24] w, float[24] sw) => (float[2,5,24] y) {\n"
+	 "  y = ai.wlower.QMatMul (xq, sx, zx, w, sw)\n}\n",
+	 "sx:0.01:0.03,zx:-9:9,w:-128:127,sw:0.001:0.02", "xq:-128:127", 0, 0, 110},
+	{"qmatmul_q8_pt",
+	 HDR "g (int8[7,33] xq, float sx, int8 zx, int8[33,9] w, float sw, float sy, int8 zy) => (int8[7,9] y) {\n"
+	 "  y = ai.wlower.QMatMul (xq, sx, zx, w, sw, sy, zy)\n}\n",
+	 "sx:0.01:0.03,zx:-9:9,w:-128:127,sw:0.001:0.004,sy:0.02:0.04,zy:-20:20", "xq:-128:127", 0, 0, 0},
+	{"quantize_int8",
+	 HDR "g (float[3,40] x, float s, int8 z) => (int8[3,40] y) {\n  y = QuantizeLinear (x, s, z)\n}\n",
+	 "s:0.02:0.03,z:-10:10", "x:-3:3", 0, 0, 0},
+	{"dequantize_int8",
+	 HDR "g (int8[3,40] q, float s, int8 z) => (float[3,40] y) {\n  y = DequantizeLinear (q, s, z)\n}\n",
+	 "s:0.02:0.03,z:-10:10", "q:-128:127", 0, 0, 150},
 	{"logmel",
 	 HDR "g (float[1,3200] waveform, float[16,201] mf) => (float[1,16,20] y) {\n"
 	 "  y = ai.wlower.LogMel <n_fft = 400, hop = 160, n_mels = 16> (waveform, mf)\n}\n",
@@ -181,6 +200,8 @@ static size_t elem_bytes(const Value *v)
 {
 	if (v->type.elem == DT_INT64)
 		return 8;
+	if (v->type.elem == DT_INT8)
+		return 1;
 	if (v->frac_bits == FRAC_FP16)
 		return 2;
 	return 4;
@@ -242,7 +263,54 @@ typedef struct Prepared {
 	CclKernelInfo ki;
 	RTensor ref[4];
 	int nref;
+	int8_t *xq;           /* QMatMul: the int8 input, for qmm_expect */
 } Prepared;
+
+/* ---------------------------------------------------------------- QMatMul's arithmetic
+ * API.md linalg::qMatMul, from the node's constants: acc = Σ_k (x − zx)·w
+ * (exact), r = x_scale·w_scale[n]·2^QY (float out, QY = the output's
+ * format) or x_scale·w_scale[n] / y_scale (int8 out) as m·2^−s with m in
+ * [2^30, 2^31) (frexp: r = f·2^e, f in [0.5, 1): m = round(f·2^31), s = 31 − e,
+ * a carry to 2^31 halves m), v = floor((acc·m + 2^(s−1)) / 2^s); int8:
+ * saturate(v + zy), fixed: saturate to int32. Returns the mismatches. */
+static long qmm_expect(const Node *n, const int8_t *x, const void *got)
+{
+	const Tensor *w = n->inputs[3]->init, *sw = n->inputs[4]->init;
+	int64_t K = w->dims[0], N = w->dims[1], M = type_numel(&n->inputs[0]->type) / K, ns = tensor_numel(sw);
+	bool qout = n->ninputs > 5 && n->inputs[5];
+	double sx = tensor_get_f64(n->inputs[1]->init, 0), zx = tensor_get_f64(n->inputs[2]->init, 0);
+	double sy = qout ? tensor_get_f64(n->inputs[5]->init, 0) : 1, zy = qout ? tensor_get_f64(n->inputs[6]->init, 0) : 0;
+	int F = n->outputs[0]->frac_bits;
+	long bad = 0;
+	for (int64_t j = 0; j < N; j++) {
+		double r = sx * tensor_get_f64(sw, ns == 1 ? 0 : j);
+		r = qout ? r / sy : ldexp(r, F);
+		int e;
+		double f = frexp(r, &e);
+		long long m = llround(ldexp(f, 31));
+		int s = 31 - e;
+		if (m == 1LL << 31) {
+			m /= 2;
+			s--;
+		}
+		for (int64_t i = 0; i < M; i++) {
+			long long acc = 0;
+			for (int64_t k = 0; k < K; k++)
+				acc += ((long long)x[i * K + k] - (long long)zx) * ((const int8_t *)w->data)[k * N + j];
+			__int128 p = (__int128)acc * m;
+			long long v = s > 0 ? (long long)((p + ((__int128)1 << (s - 1))) >> s) : (long long)(p * ((__int128)1 << -s));
+			if (qout) {
+				v += (long long)zy;
+				v = v < -128 ? -128 : v > 127 ? 127 : v;
+				bad += ((const int8_t *)got)[i * N + j] != v;
+			} else {
+				v = v > 2147483647LL ? 2147483647LL : v < -2147483648LL ? -2147483648LL : v;
+				bad += ((const int32_t *)got)[i * N + j] != v;
+			}
+		}
+	}
+	return bad;
+}
 
 static int prepare(int ci, const Case *c, const char *work, FILE *cpp, Prepared *pp)
 {
@@ -269,6 +337,8 @@ static int prepare(int ci, const Case *c, const char *work, FILE *cpp, Prepared 
 		for (int64_t k = 0; k < ne; k++) {
 			if (v->type.elem == DT_UINT8)
 				data[k] = (uint8_t)(urand(&seed) * 256);
+			else if (v->type.elem == DT_INT8)
+				((int8_t *)data)[k] = (int8_t)floor(lo + (hi - lo + 1) * urand(&seed));
 			else
 				((float *)data)[k] = (float)(lo + (hi - lo) * urand(&seed));
 		}
@@ -297,6 +367,8 @@ static int prepare(int ci, const Case *c, const char *work, FILE *cpp, Prepared 
 		for (int64_t k = 0; k < rt_numel(t); k++) {
 			if (v->type.elem == DT_FLOAT)
 				((float *)t->data)[k] = (float)(lo + (hi - lo) * urand(&seed));
+			else if (v->type.elem == DT_INT8)
+				((int8_t *)t->data)[k] = (int8_t)floor(lo + (hi - lo + 1) * urand(&seed));
 			else if (has)
 				((int64_t *)t->data)[k] = (int64_t)floor(lo + (hi - lo + 1) * urand(&seed));
 			else
@@ -368,6 +440,10 @@ static int prepare(int ci, const Case *c, const char *work, FILE *cpp, Prepared 
 			quantize(v, t->data, ne, buf);
 		else
 			memcpy(buf, t->data, (size_t)ne * es);
+		if (v->type.elem == DT_INT8 && n->op == OP_WlQMatMul && i == 0) {
+			pp->xq = malloc((size_t)ne);
+			memcpy(pp->xq, t->data, (size_t)ne);
+		}
 		snprintf(path, sizeof path, "%s/c%d_in%d.bin", work, ci, i);
 		write_bin(path, buf, (size_t)ne * es);
 		free(buf);
@@ -500,6 +576,24 @@ int main(int argc, char **argv)
 				ok = false;
 				continue;
 			}
+			if (n->op == OP_WlQMatMul) {
+				long bad = pp[i].xq ? qmm_expect(n, pp[i].xq, got) : -1;
+				printf("%-24s out%-3d %10s %12ld  %s\n", cases[i].name, j, "integer", bad, bad ? "FAIL" : "ok");
+				ok = ok && !bad;
+			}
+			if (ref->dtype == DT_INT8) {
+				{
+					int md = 0;
+					for (int64_t k = 0; k < ne; k++) {
+						int dd = abs(((const int8_t *)got)[k] - ((const int8_t *)ref->data)[k]);
+						md = dd > md ? dd : md;
+					}
+					printf("%-24s out%-3d %10s %12d  %s\n", cases[i].name, j, "vs ref", md, md > 1 ? "FAIL" : "ok");
+					ok = ok && md <= 1;
+					free(got);
+					continue;
+				}
+			}
 			if (ref->dtype == DT_INT32) {
 				int bad = memcmp(got, ref->data, (size_t)ne * 4) != 0;
 				printf("%-24s out%-3d %10s %12s  %s\n", cases[i].name, j, "exact", bad ? "differ" : "0",
@@ -525,6 +619,7 @@ int main(int argc, char **argv)
 		if (!ok)
 			fails++;
 		ccl_kernel_info_free(&pp[i].ki);
+		free(pp[i].xq);
 		for (int r = 0; r < pp[i].nref; r++)
 			rt_free(&pp[i].ref[r]);
 		module_free(pp[i].m);

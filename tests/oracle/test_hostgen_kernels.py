@@ -4,6 +4,11 @@ the reference executor: each case is a tiny graph (textual ONNX, weights as
 initializers), run with `wlower run MODEL.onnxtxt` (reference) and compiled
 with `wlower MODEL --target host -o DIR` + `wlower run DIR --threads 2`;
 float outputs must reach PSNR >= 90 dB, integer outputs must be equal.
+The int8 GEMM (ai.wlower.QMatMul, kgen_qmatmul.c) and the int8 edges
+(QuantizeLinear / DequantizeLinear) must be bit-exact, float and int8 outputs alike, on each path: VNNI 512-bit (native here when the CPU
+has AVX512-VNNI), AVX-VNNI 256-bit (--cpu alderlake, only where the CPU has
+avx_vnni), pmaddwd 512-bit (WLOWER_HOST_NO_VNNI=1) and AVX2 pmaddwd
+(--cpu x86-64-v3).
 Shapes are chosen to hit the tails (N not a multiple of the panel width, M
 not a multiple of MR, K not a multiple of the vector width, splits).
 
@@ -41,7 +46,7 @@ def sh(cmd):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
 
 
-DT = {np.float32: "float", np.uint8: "uint8", np.int64: "int64", np.int32: "int32"}
+DT = {np.float32: "float", np.uint8: "uint8", np.int64: "int64", np.int32: "int32", np.int8: "int8"}
 
 
 def tdecl(a):
@@ -201,6 +206,88 @@ def argmax(name, rng):
     return name, graph(["y = ai.wlower.GreedyArgMax (x)"], {"x": x}, {}, [("y", "int32", (2, 3))]), {"x": x}
 
 
+def qmm(name, rng, M=37, K=67, N=45, per_channel=False, qout=False, zx=5, extreme=False, lead=(1,), opts=None):
+    """ai.wlower.QMatMul: xq int8 input, int8 weights [K, N], per-tensor or
+    per-channel scales, float or int8 (requantized) output. extreme: every
+    x and w -128 and zx 127 (|x - zx| = 255: the largest products, the
+    column-sum correction and the pmaddwd pairs at their limits)."""
+    if extreme:
+        xq = np.full(tuple(lead) + (M, K), -128, dtype=np.int8)
+        w = np.full((K, N), -128, dtype=np.int8)
+        w[:, ::3] = 127
+    else:
+        xq = rng.integers(-128, 128, tuple(lead) + (M, K), dtype=np.int8)
+        w = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    inits = {"sx": np.array([0.0173], dtype=np.float32), "zx": np.array([zx], dtype=np.int8), "w": w,
+             "sw": ((rng.random(N) * 0.02 + 0.001) if per_channel else np.array([0.0041])).astype(np.float32)}
+    args = "xq, sx, zx, w, sw"
+    odt = "float"
+    if qout:
+        # a y scale that saturates part of the outputs
+        inits["sy"] = np.array([0.35 if not extreme else 40.0], dtype=np.float32)
+        inits["zy"] = np.array([-3], dtype=np.int8)
+        args += ", sy, zy"
+        odt = "int8"
+    g = graph(["y = ai.wlower.QMatMul (%s)" % args], {"xq": xq}, inits, [("y", odt, tuple(lead) + (M, N))])
+    o = {"exact": True}
+    o.update(opts or {})
+    return name, g, {"xq": xq}, o
+
+
+def qdq_chain(name, rng, M=11, K=40, N=37, opts=None):
+    """QuantizeLinear -> QMatMul (int8 out) -> DequantizeLinear (the fused form
+    of a QDQ MatMul), and a separate QuantizeLinear -> DequantizeLinear of the
+    input with saturation and exact ties (x = 2.5 steps): host Quantize/
+    DequantizeLinear kernels bit-exact with the reference."""
+    x = rnd(rng, (1, M, K), 2.0)
+    x[0, 0, :4] = [0.125, -0.125, 50.0, -50.0]   # ties at s 0.05 (2.5 steps), saturation
+    inits = {"sx": np.array([0.05], dtype=np.float32), "zx": np.array([-3], dtype=np.int8),
+             "w": rng.integers(-128, 128, (K, N), dtype=np.int8),
+             "sw": (rng.random(N) * 0.01 + 0.001).astype(np.float32),
+             "sy": np.array([0.07], dtype=np.float32), "zy": np.array([4], dtype=np.int8)}
+    nodes = ["xq = QuantizeLinear (x, sx, zx)",
+             "yq = ai.wlower.QMatMul (xq, sx, zx, w, sw, sy, zy)",
+             "y = DequantizeLinear (yq, sy, zy)",
+             "xr = DequantizeLinear (xq, sx, zx)"]
+    g = graph(nodes, {"x": x}, inits, [("y", "float", (1, M, N)), ("xr", "float", (1, M, K))])
+    o = {"exact": True}
+    o.update(opts or {})
+    return name, g, {"x": x}, o
+
+
+def cpu_flag(flag):
+    try:
+        return (" " + flag + " ") in open("/proc/cpuinfo").read().replace("\n", " ")
+    except OSError:
+        return False
+
+
+def qmm_cases(rng):
+    out = [
+        qmm("qmm_pt_f32_tails", rng),
+        qmm("qmm_pc_q8", rng, M=9, K=64, N=32, per_channel=True, qout=True, zx=-20),
+        qmm("qmm_m1_k1_n1", rng, M=1, K=1, N=1),
+        qmm("qmm_k2_q8_m13", rng, M=13, K=2, N=70, qout=True, per_channel=True),
+        qmm("qmm_extreme", rng, M=5, K=130, N=35, zx=127, extreme=True),
+        qmm("qmm_extreme_q8", rng, M=3, K=131, N=17, zx=127, extreme=True, qout=True),
+        qdq_chain("qdq_chain", rng),
+    ]
+    # the other instruction paths (CI budget: the cases that reach their tails
+    # and limits; the int8 epilogue is shared by every path)
+    out += [
+        qmm("qmm_pt_f32_tails_avx2", rng, opts={"cpu": "x86-64-v3"}),
+        qmm("qmm_pc_q8_avx2", rng, M=9, K=64, N=32, per_channel=True, qout=True, zx=-20, opts={"cpu": "x86-64-v3"}),
+        qmm("qmm_extreme_avx2", rng, M=5, K=131, N=35, zx=127, extreme=True, opts={"cpu": "x86-64-v3"}),
+        qmm("qmm_pt_f32_tails_pmaddwd", rng, opts={"env": {"WLOWER_HOST_NO_VNNI": "1"}}),
+    ]
+    if cpu_flag("avx_vnni"):
+        out += [
+            qmm("qmm_pt_f32_tails_avxvnni", rng, opts={"cpu": "alderlake"}),
+            qmm("qmm_extreme_avxvnni", rng, M=5, K=131, N=35, zx=127, extreme=True, opts={"cpu": "alderlake"}),
+        ]
+    return out
+
+
 def io_copies(name, rng):
     """graph outputs not written by a kernel: an initializer, an Identity of
     another output (copied by the module's copy_outputs)"""
@@ -241,10 +328,12 @@ def cases(rng):
         gather("gather", rng),
         argmax("argmax", rng),
         io_copies("io_copies", rng),
-    ]
+    ] + qmm_cases(rng)
 
 
-def run_case(wlower, work, name, text, feeds, threads):
+def run_case(wlower, work, name, text, feeds, threads, opts=None):
+    opts = opts or {}
+    env = dict(os.environ, **opts.get("env", {}))
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     model = os.path.join(d, "model.onnxtxt")
@@ -259,7 +348,8 @@ def run_case(wlower, work, name, text, feeds, threads):
     if r.returncode:
         return False, "reference failed: " + r.stderr.strip()
     mod = os.path.join(d, "mod")
-    r = sh([wlower, model, "--target", "host", "-o", mod])
+    r = subprocess.run([wlower, model, "--target", "host", "-o", mod] + (["--cpu", opts["cpu"]] if "cpu" in opts else []),
+                       capture_output=True, text=True, timeout=1800, env=env)
     if r.returncode:
         return False, "compile failed: " + r.stderr.strip()
     r = sh([wlower, "run", mod, "--threads", str(threads)] + args + ["--output-dir", os.path.join(d, "out")])
@@ -269,10 +359,11 @@ def run_case(wlower, work, name, text, feeds, threads):
     for f in sorted(f for f in os.listdir(os.path.join(d, "ref")) if f.endswith(".npy")):
         ref = np.load(os.path.join(d, "ref", f))
         got = np.load(os.path.join(d, "out", f))
-        if ref.dtype.kind in "iu":
+        if ref.dtype.kind in "iu" or opts.get("exact"):
             same = ref.shape == got.shape and np.array_equal(ref, got)
             ok &= same
-            msgs.append("%s %s" % (f, "equal" if same else "DIFFERENT"))
+            msgs.append("%s %s" % (f, "equal" if same else "DIFFERENT (%d of %d)" % (
+                int(np.sum(ref != got)) if ref.shape == got.shape else -1, ref.size)))
         else:
             p, m = psnr(ref, got)
             ok &= p >= PSNR_MIN
@@ -316,10 +407,11 @@ def main():
         return bench(a.wlower, a.work, a.threads)
     rng = np.random.default_rng(7)
     fails = 0
-    for name, text, feeds in cases(rng):
+    for case in cases(rng):
+        name, text, feeds = case[:3]
         if a.only and name not in a.only.split(","):
             continue
-        ok, msg = run_case(a.wlower, a.work, name, text, feeds, a.threads)
+        ok, msg = run_case(a.wlower, a.work, name, text, feeds, a.threads, case[3] if len(case) > 3 else None)
         print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg), flush=True)
         fails += not ok
     print("%d failed" % fails)

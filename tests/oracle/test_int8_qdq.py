@@ -23,10 +23,17 @@ for each:
      settings (measured 25.1 dB on this block with 8 samples; the per-tensor
      report of `wlower compare` names the tensor where it drops: the SiLU-gated
      FFN product).
+Then fuse-qdq-matmul turns the projections into ai.wlower.QMatMul (int32
+accumulation; weights as int8 or as QDQ pairs, per tensor or per channel, the
+output QuantizeLinear absorbed where the MatMul feeds one): checked against
+the unfused graph on the reference executor, and against ONNX Runtime on the
+unfused QDQ graph (every int8 tensor equal or one step apart, at most 1e-3 of
+them; output PSNR >= 60 dB).
 The residual adds are found by structure, not by name: Add nodes with two
 activation inputs and a [1,S,H] output. Exits 1 on any failure.
 """
 
+import json
 import math
 import os
 import subprocess
@@ -173,7 +180,6 @@ def main():
             norm = [n for n in qm.graph.node if "layernorm" in n.name and n.op_type in ("Mul", "Add")]
             check(norm and all(i not in prod or prod[i].op_type != "DequantizeLinear" for n in norm for i in n.input),
                   "%s: no RMSNorm node (%d Mul/Add) reads a DequantizeLinear" % (name, len(norm)))
-        import json
         tr = json.load(open(q + ".tranges"))["tensors"]
         qnames = {n.input[0] for n in qm.graph.node if n.op_type == "QuantizeLinear"}
         check(tr and not (set(tr) & qnames) and "output_hidden_states" in tr,
@@ -204,6 +210,35 @@ def main():
         check(psnr >= want and bad == 0, "%s: ONNX Runtime vs reference on the QDQ graph: PSNR %.1f dB (gate %d: "
               "%s), max|e| %.3g" % (name, psnr, want, "no int8 value apart" if flips == 0 else "a value one step apart",
                                    max_abs))
+        if name in ("vendor", "vendor-per-channel", "int8-weights"):
+            # the fused graph (ai.wlower.QMatMul) against ONNX Runtime on the unfused one
+            fz = os.path.join(work, name + "_fused.onnx")
+            run([wlower, qx, "--passes=shape-infer,fuse-qdq-matmul,dce", "--emit", "onnx", "-o", fz])
+            fm = onnx.load(fz)
+            nqm = [n for n in fm.graph.node if n.op_type == "QMatMul"]
+            nq8 = sum(len(n.input) > 5 for n in nqm)
+            check(len(nqm) == 7 and not any(n.op_type == "MatMul" and n.input[1] in {i.name for i in fm.graph.initializer}
+                                             for n in fm.graph.node),
+                  "%s: fuse-qdq-matmul: %d of 7 projections are ai.wlower.QMatMul (%d with int8 output)"
+                  % (name, len(nqm), nq8))
+            fd = os.path.join(work, "fused_" + name)
+            run([wlower, "run", fz, "--input", "hidden_states=" + xin, "--output-dir", fd])
+            fl = tot = wst = 0
+            for t in qouts:
+                p = os.path.join(fd, npy_name(t))
+                if not os.path.exists(p):
+                    continue
+                a = np.load(os.path.join(od, npy_name(t))).astype(np.int32)
+                b = np.load(p).astype(np.int32)
+                fl += int(np.count_nonzero(a != b))
+                tot += a.size
+                wst = max(wst, int(np.max(np.abs(a - b))) if a.size else 0)
+            check(tot > 0 and wst <= 1 and fl <= 1e-3 * tot, "%s: fused graph vs ONNX Runtime (unfused QDQ): %d of %d "
+                  "int8 values one step apart (at most 1e-3), max step %d" % (name, fl, tot, wst))
+            fo = np.load(os.path.join(fd, "output_hidden_states.npy"))
+            fpsnr, fmax, _, _, fbad = metrics(o, fo)
+            check(fpsnr >= 60 and fbad == 0, "%s: fused graph vs ONNX Runtime: output PSNR %.1f dB (gate 60), max|e| %.3g"
+                  % (name, fpsnr, fmax))
         s = sqnr(f_out, o)
         if gate is None:
             print("     %s: QDQ vs float graph (ONNX Runtime): SQNR %.2f dB (no gate)" % (name, s))
@@ -213,7 +248,6 @@ def main():
     rep = os.path.join(work, "compare.json")
     run([wlower, "compare", fmodel, os.path.join(work, "vendor.onnx"), "--input", "hidden_states=" + xin,
          "--json", rep])
-    import json
     j = json.load(open(rep))
     last = [t for t in j["tensors"] if t["name"] == "output_hidden_states"][0]
     r = np.load(os.path.join(work, "ref_vendor", "output_hidden_states.npy"))
@@ -222,6 +256,39 @@ def main():
     fr = np.load(os.path.join(work, "ref_float", "output_hidden_states.npy"))
     check(abs(last["sqnr_db"] - sqnr(fr, r)) < 1e-6, "compare: output SQNR %.4f dB = numpy's %.4f dB"
           % (last["sqnr_db"], sqnr(fr, r)))
+    # fuse-qdq-matmul on the int8-weights graph: every projection becomes an
+    # ai.wlower.QMatMul (int32 accumulation); the first one matches the unfused
+    # QDQ MatMul to float rounding, the output to a downstream one-step flip
+    q = os.path.join(work, "int8-weights.onnx")
+    fused = os.path.join(work, "int8-weights-fused.onnx")
+    run([wlower, q, "--passes=shape-infer,fuse-qdq-matmul", "--emit", "onnx", "-o", fused])
+    nq = sum(n.op_type == "QMatMul" for n in onnx.load(fused).graph.node)
+    check(nq == 7, "fuse-qdq-matmul: %d of 7 projections are ai.wlower.QMatMul" % nq)
+    rep = os.path.join(work, "fused.json")
+    run([wlower, "compare", q, fused, "--input", "hidden_states=" + xin, "--json", rep])
+    rows = json.load(open(rep))["tensors"]
+    # the QMatMuls whose input is upstream of every other QMatMul (q/k/v here:
+    # nothing before them can differ): float outputs to float rounding
+    # (SQNR >= 100 dB), int8 outputs equal but for rare tie flips (max one
+    # step, MSE <= 1e-3 steps^2)
+    fg = onnx.load(fused).graph
+    down = set()
+    for n in fg.node:
+        if n.op_type == "QMatMul" or any(i in down for i in n.input):
+            down.update(n.output)
+    first = [n.output[0] for n in fg.node if n.op_type == "QMatMul" and n.input[0] not in down]
+    qp = [t for t in rows if t["name"] in first]
+    out = [t for t in rows if t["name"] == "output_hidden_states"][0]
+    for t in qp:
+        if str(t["shape"]).startswith("int8"):
+            check(t["max_abs"] <= 1 and t["mse"] <= 1e-3, "QMatMul %s (int8 out) vs the unfused QDQ MatMul + "
+                  "QuantizeLinear: MSE %.3g steps^2, max %g step" % (t["name"], t["mse"], t["max_abs"]))
+        else:
+            q = t["sqnr_db"] if t["sqnr_db"] != "inf" else math.inf
+            check(q >= 100, "QMatMul %s vs the unfused QDQ MatMul: SQNR %.1f dB (gate 100)" % (t["name"], q))
+    check(len(qp) >= 3, "%d QMatMuls read an input upstream of every other QMatMul (q/k/v)" % len(qp))
+    ps = out["psnr_db"] if out["psnr_db"] != "inf" else math.inf
+    check(ps >= 60, "fused vs unfused QDQ graph output: PSNR %.1f dB (gate 60: downstream one-step flips)" % ps)
     print("int8-qdq: %d failed" % len(failures))
     return 1 if failures else 0
 

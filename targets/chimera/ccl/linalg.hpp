@@ -1,5 +1,5 @@
-/* linalg.hpp — the int32×int32→int64 GEMM core and linalg::matMulNBits
- * (API.md). Accumulation is exact int64; each output is one round-half-up
+/* linalg.hpp — the int32×int32→int64 GEMM core, linalg::matMulNBits and
+ * linalg::qMatMul (int8×int8→int32, integer requantization) (API.md). Accumulation is exact int64; each output is one round-half-up
  * shift of (acc + bias) from the column's accumulator format. */
 #ifndef CCL_LINALG_HPP
 #define CCL_LINALG_HPP
@@ -154,6 +154,44 @@ void matMulNBits(ccl::Ctx &c, const void *a, const void *w, const void *scales, 
 			}
 		}, epi);
 	}
+	c.macs += (unsigned long long)M * K * N;
+	c.alu += (unsigned long long)M * N;
+}
+
+/* linalg::qMatMul (API.md): y = requant_n(Σ_k xq[m,k]·w[n,k] + off_n). xq int8
+ * [M, K], w int8 [N, K] (row n = column n of the ONNX weight); rq int64 [N, 4]
+ * = {off_n = −zx·Σ_k w[n,k], mult_n, shift_n, zy}. The MACs accumulate in
+ * int32 (exact: |Σ| <= K·2^14 < 2^31 for K <= 65793); requantization is one
+ * 64×32-bit product and a round-half-up shift: v = (acc + off)·mult_n ·
+ * 2^−shift_n, then for FY = I8: saturate(v + zy) to int8, else v is the value
+ * at fixed point QY stored in FY (fixed/FP16/F32, ccl::stq). */
+template <int M, int K, int N, int FY, int QY>
+void qMatMul(ccl::Ctx &c, const void *xq, const void *w, const void *rq, void *y)
+{
+	using namespace ccl;
+	static_assert(K > 0 && K <= 65793, "K: int32 accumulation");
+	const int8_t *X = (const int8_t *)xq, *W = (const int8_t *)w;
+	const int64_t *R = (const int64_t *)rq;
+	parallel_for(M, 1, [&](long long m0, long long m1, int) {
+		for (long long m = m0; m < m1; m++) {
+			const int8_t *xr = X + m * (long long)K;
+			for (long long n = 0; n < N; n++) {
+				const int8_t *wr = W + n * (long long)K;
+				int32_t acc = 0;
+				for (long long k = 0; k < K; k++)
+					acc += (int32_t)xr[k] * (int32_t)wr[k];
+				const int64_t *r = R + 4 * n;
+				int64_t v = rshift_round128((__int128)((int64_t)acc + r[0]) * r[1], (int)r[2]);
+				size_t i = (size_t)(m * N + n);
+				if constexpr (FY == I8) {
+					v += r[3];
+					((int8_t *)y)[i] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
+				} else {
+					stq<FY>(y, i, v, QY);
+				}
+			}
+		}
+	});
 	c.macs += (unsigned long long)M * K * N;
 	c.alu += (unsigned long long)M * N;
 }

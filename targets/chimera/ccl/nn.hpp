@@ -243,6 +243,35 @@ void copy(Ctx &c, const void *x, void *y)
 	c.alu += (unsigned long long)NEL;
 }
 
+/* QuantizeLinear / DequantizeLinear with a per-tensor scale (API.md): the
+ * requantization between a fixed-point format and int8 (ccl::I8), one
+ * multiplier rq = {mult, shift, zp} (int64[3]; r = mult·2^−shift):
+ *   quantize:   q = saturate_int8(round-half-up(x_QX · mult · 2^−shift) + zp),
+ *               r = 2^−QX / scale
+ *   dequantize: y_QY = round-half-up((q − zp) · mult · 2^−shift), stored in FY,
+ *               r = scale · 2^QY */
+template <long long NEL, int FX, int QX>
+void quantize(Ctx &c, const void *x, const void *rq, void *y)
+{
+	const int64_t *r = (const int64_t *)rq;
+	for (long long i = 0; i < NEL; i++) {
+		int64_t v = rshift_round128((__int128)ldq<FX>(x, (size_t)i, QX) * r[0], (int)r[1]) + r[2];
+		((int8_t *)y)[i] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
+	}
+	c.alu += (unsigned long long)NEL;
+}
+
+template <long long NEL, int FY, int QY>
+void dequantize(Ctx &c, const void *xq, const void *rq, void *y)
+{
+	const int64_t *r = (const int64_t *)rq;
+	for (long long i = 0; i < NEL; i++) {
+		int64_t q = ((const int8_t *)xq)[i];
+		stq<FY>(y, (size_t)i, rshift_round128((__int128)(q - r[2]) * r[0], (int)r[1]), QY);
+	}
+	c.alu += (unsigned long long)NEL;
+}
+
 namespace detail {
 
 /* Work buffers of an attention: q [B,T,H·hd] at qQ, k/v [B,Hkv,L,hd] at kQ/vQ. */

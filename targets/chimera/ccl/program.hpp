@@ -3,7 +3,7 @@
 #define CCL_PROGRAM_HPP
 
 namespace ccl {
-enum Fmt : int { F32 = -1, FP16 = -2, I32 = -3, I64 = -4 };   /* 0..31 = FixedPoint32<F> */
+enum Fmt : int { F32 = -1, FP16 = -2, I32 = -3, I64 = -4, I8 = -5 };   /* 0..31 = FixedPoint32<F>; I8: int8 (QDQ) */
 enum Mem : int { MEM_DDR = 0, MEM_OCM = 1 };
 enum Dir : int { DDR_TO_OCM = 0, OCM_TO_DDR = 1 };
 struct Config { const char *target; int cores, pe_rows, pe_cols, macs_per_pe;

@@ -204,3 +204,123 @@ int ck_matmul_nbits_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FIL
 	fprintf(f, ");\n");
 	return WL_OK;
 }
+
+/* ---------------------------------------------------------------- QMatMul → linalg::qMatMul
+ * int8 × int8 MACs with int32 accumulation, requantized per column to the
+ * output's fixed-point format (float out) or to int8 (y_scale): blobs
+ *   weight   int8 [N][K] (the ONNX [K, N] weight transposed)
+ *   requant  int64 [N][4] = {−zx·Σ_k w[k][n], mult_n, shift_n, zy}
+ * with r_n = x_scale·w_scale[n]·2^QY (float out, QY the output's work format)
+ * or x_scale·w_scale[n] / y_scale (int8 out) written mult_n·2^−shift_n,
+ * mult_n in [2^30, 2^31) (qmm_multiplier). MACs M·K·N; ALU ops M·N.
+ * Scales and zero points must be constants (they are in QDQ graphs). */
+void ck_qmm_multiplier(double r, int64_t *mult, int64_t *shift)
+{
+	if (!(r > 0) || !isfinite(r)) {
+		*mult = 0;
+		*shift = 0;
+		return;
+	}
+	int e = ilogb(r);
+	int64_t s = 30 - e, m = llround(ldexp(r, (int)s));
+	if (m >= (int64_t)1 << 31) {
+		m >>= 1;
+		s--;
+	}
+	*mult = m;
+	*shift = s;
+}
+
+static int qmm_dims(const Node *n, int64_t *M, int64_t *K, int64_t *N, Diag *d)
+{
+	Value *x = nin(n, 0), *w = nin(n, 3);
+	if (n->ninputs < 5 || !x || !w || !nin(n, 1) || !nin(n, 2) || !nin(n, 4) || !nout(n, 0))
+		return KFAIL(n, "needs xq, x_scale, x_zero_point, wq, w_scale and an output");
+	if (ck_need_shape(n, x, d) || ck_need_const(n, 3, d))
+		return WL_ERR;
+	if (x->type.elem != DT_INT8 || w->init->dtype != DT_INT8 || w->init->ndim != 2)
+		return KFAIL(n, "tensor '%s' must be int8 and '%s' a constant int8 [K, N]", x->name, w->name);
+	*K = w->init->dims[0];
+	*N = w->init->dims[1];
+	if (rank_of(x) < 1 || dim_of(x, rank_of(x) - 1) != *K)
+		return KFAIL(n, "tensor '%s': last dim must equal K = %lld", x->name, (long long)*K);
+	if (*K > 65793)
+		return KFAIL(n, "K = %lld exceeds 65793 (int32 accumulation)", (long long)*K);
+	*M = numel_of(x) / *K;
+	return WL_OK;
+}
+
+static int qmm_scalar(const Node *n, int i, bool want_float, double *out, Diag *d)
+{
+	if (ck_need_const(n, i, d))
+		return WL_ERR;
+	const Tensor *t = nin(n, i)->init;
+	if (tnumel(t) != 1 || t->dtype != (want_float ? DT_FLOAT : DT_INT8))
+		return KFAIL(n, "tensor '%s': expected a %s scalar", nin(n, i)->name, want_float ? "float" : "int8");
+	*out = tensor_get_f64(t, 0);
+	if (want_float && (!(*out > 0) || !isfinite(*out)))
+		return KFAIL(n, "tensor '%s' is %g: a scale must be positive and finite", nin(n, i)->name, *out);
+	return WL_OK;
+}
+
+int ck_qmatmul_info(const Node *n, CclKernelInfo *ki, Diag *d)
+{
+	int64_t M, K, N;
+	if (qmm_dims(n, &M, &K, &N, d))
+		return WL_ERR;
+	bool qout = nin(n, 5) != NULL;
+	double sx, zx, sy = 1, zy = 0;
+	if (qmm_scalar(n, 1, true, &sx, d) || qmm_scalar(n, 2, false, &zx, d))
+		return WL_ERR;
+	if (qout && (qmm_scalar(n, 5, true, &sy, d) || !nin(n, 6) || qmm_scalar(n, 6, false, &zy, d)))
+		return WL_ERR;
+	if (ck_need_const(n, 4, d))
+		return WL_ERR;
+	const Tensor *sw = nin(n, 4)->init;
+	int64_t ns = tnumel(sw);
+	if (sw->dtype != DT_FLOAT || (ns != 1 && ns != N))
+		return KFAIL(n, "tensor '%s': expected 1 or N = %lld float scales", nin(n, 4)->name, (long long)N);
+	int fy;
+	if (ck_fmt(n, nout(n, 0), d, &fy))
+		return WL_ERR;
+	if (qout != (fy == -5))
+		return KFAIL(n, "tensor '%s': %s output expected", nout(n, 0)->name, qout ? "an int8" : "a float");
+	int qy = qout ? 0 : ck_work_q(nout(n, 0));
+	const int8_t *w = nin(n, 3)->init->data;
+	CclBlob *wb = ck_add_blob(ki, "weight", (size_t)(N * K));
+	CclBlob *rb = ck_add_blob(ki, "requant", (size_t)N * 32);
+	int8_t *wt = (int8_t *)wb->data;
+	int64_t *rq = (int64_t *)rb->data;
+	for (int64_t j = 0; j < N; j++) {
+		int64_t sum = 0;
+		for (int64_t k = 0; k < K; k++) {
+			wt[j * K + k] = w[k * N + j];
+			sum += w[k * N + j];
+		}
+		double s = tensor_get_f64(sw, ns == 1 ? 0 : j);
+		if (!(s > 0) || !isfinite(s))
+			return KFAIL(n, "tensor '%s'[%lld] is %g: a scale must be positive and finite", nin(n, 4)->name,
+			             (long long)j, s);
+		double r = qout ? sx * s / sy : ldexp(sx * s, qy);
+		rq[4 * j] = -(int64_t)zx * sum;
+		ck_qmm_multiplier(r, &rq[4 * j + 1], &rq[4 * j + 2]);
+		rq[4 * j + 3] = (int64_t)zy;
+	}
+	ki->macs = (uint64_t)M * K * N;
+	ki->alu_ops = (uint64_t)M * N;
+	return WL_OK;
+}
+
+int ck_qmatmul_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *f, Diag *d)
+{
+	int64_t M, K, N;
+	if (qmm_dims(n, &M, &K, &N, d))
+		return WL_ERR;
+	char y[24];
+	if (ck_fo(n, nout(n, 0), d, y))
+		return WL_ERR;
+	int qy = nin(n, 5) ? 0 : ck_work_q(nout(n, 0));
+	fprintf(f, "%s<%lld, %lld, %lld, %s, %d>(c, %s, %s, %s, %s);\n", op->cpp, (long long)M, (long long)K, (long long)N,
+	        y, qy, a->in[0], a->blob[0], a->blob[1], a->out[0]);
+	return WL_OK;
+}

@@ -15,6 +15,7 @@ const ChOp chimera_ops[OP_COUNT_] = {
 	/*                               C++ kernel, info/emit                    tiling (lower.c)  row reductions */
 	/* matmul.c */
 	[OP_WlMatMulNBits]         = {KERNEL("linalg::matMulNBits", matmul_nbits),  CH_TILE_MATMUL,    0},
+	[OP_WlQMatMul]             = {KERNEL("linalg::qMatMul", qmatmul),           CH_TILE_MATMUL,    0},
 	/* attention.c */
 	[OP_WlWhisperAttention]    = {KERNEL("nn::whisperAttention", whisper_attn), CH_TILE_ATTENTION, 2},
 	[OP_WlGroupQueryAttention] = {KERNEL("nn::gqa", gqa),                       CH_TILE_GQA,       2},
@@ -37,6 +38,9 @@ const ChOp chimera_ops[OP_COUNT_] = {
 	[OP_WlGreedyArgMax]        = {KERNEL("ccl::argmax", argmax),                CH_TILE_ARGMAX,    1},
 	/* conv.c */
 	[OP_WlConvStem]            = {KERNEL("whisper::convStem", conv_stem),       CH_TILE_CONV,      0},
+	/* quant.c: the int8 edges of QDQ graphs */
+	[OP_QuantizeLinear]        = {KERNEL("ccl::quantize", quantize),            CH_TILE_ROWS,      0},
+	[OP_DequantizeLinear]      = {KERNEL("ccl::dequantize", dequantize),        CH_TILE_ROWS,      0},
 	/* logmel.c */
 	[OP_WlLogMel]              = {KERNEL("whisper::logMel", logmel),            CH_TILE_LOGMEL,    1},
 };

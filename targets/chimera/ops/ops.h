@@ -7,6 +7,7 @@
  *   ops.c          the op table chimera_ops[] (one row per Op), the entry
  *                  points ccl_kernel_info / ccl_emit_call
  *   util.c         checks, activation formats, constant packers (below)
+ *   quant.c        QuantizeLinear / DequantizeLinear (int8 edges)
  *   <family>.c     the kernels: ck_<kernel>_info / ck_<kernel>_emit, the
  *                  functions of the rows (chimera.h ChOp)
  */
@@ -44,7 +45,7 @@ int ck_need_const(const Node *n, int i, Diag *d);
 int ck_need_shape(const Node *n, const Value *v, Diag *d);
 
 /* Storage format of an activation (API.md "Formats"): 0..31, -1 F32,
- * -2 FP16, -3 I32, -4 I64. */
+ * -2 FP16, -3 I32, -4 I64, -5 I8 (int8 of QDQ graphs). */
 int ck_fmt(const Node *n, const Value *v, Diag *d, int *out);
 /* Work format (API.md): fixed → F; else from range; else 15 (FP16) / 16 (F32). */
 int ck_work_q(const Value *v);
@@ -97,6 +98,9 @@ void ck_pack_rows(int32_t *dst, int64_t N, int64_t K, CkWeightGet get, const voi
 	int ck_##name##_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *f, Diag *d)
 
 CK_KERNEL(matmul_nbits);   /* matmul.c */
+CK_KERNEL(qmatmul);        /* matmul.c: int8 QMatMul */
+/* QMatMul's requantization multiplier: r = mult · 2^-shift, mult in [2^30, 2^31) */
+void ck_qmm_multiplier(double r, int64_t *mult, int64_t *shift);
 CK_KERNEL(whisper_attn);   /* attention.c */
 CK_KERNEL(gqa);            /* attention.c */
 CK_KERNEL(norm);           /* norm.c: LayerNormalization, RMSNorm */
@@ -106,5 +110,7 @@ CK_KERNEL(embedding);      /* gather.c: Gather */
 CK_KERNEL(argmax);         /* argmax.c: GreedyArgMax */
 CK_KERNEL(conv_stem);      /* conv.c: ConvStem */
 CK_KERNEL(logmel);         /* logmel.c: LogMel */
+CK_KERNEL(quantize);       /* quant.c: QuantizeLinear */
+CK_KERNEL(dequantize);     /* quant.c: DequantizeLinear */
 
 #endif

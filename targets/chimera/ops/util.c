@@ -49,6 +49,10 @@ int ck_fmt(const Node *n, const Value *v, Diag *d, int *out)
 		*out = -3;
 		return WL_OK;
 	}
+	if (v->type.elem == DT_INT8) {
+		*out = -5;
+		return WL_OK;
+	}
 	if (v->type.elem != DT_FLOAT && v->type.elem != DT_FLOAT16)
 		return KFAIL(n, "tensor '%s': unsupported element type", v->name);
 	if (v->frac_bits >= 0 && v->frac_bits <= 31)
@@ -94,6 +98,8 @@ static const char *fmt_name(int f, char *buf)
 		return "ccl::F32";
 	if (f == -2)
 		return "ccl::FP16";
+	if (f == -5)
+		return "ccl::I8";
 	snprintf(buf, 16, "%d", f);
 	return buf;
 }

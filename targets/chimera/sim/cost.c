@@ -80,7 +80,8 @@ const CostParams cost_v1_params = {
 int cost_kernel_class(const CostKernel *k)
 {
 	static const char *const attention[] = {"nn::whisperAttention", "nn::gqa", NULL};
-	static const char *const matmul[] = {"linalg::matMulNBits", "whisper::convStem", "whisper::logMel", NULL};
+	static const char *const matmul[] = {"linalg::matMulNBits", "linalg::qMatMul", "whisper::convStem", "whisper::logMel",
+	                                     NULL};
 	const char *cpp = k->cpp ? k->cpp : "";
 	for (int i = 0; attention[i]; i++)
 		if (!strcmp(cpp, attention[i]))
