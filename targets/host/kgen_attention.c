@@ -664,10 +664,15 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
  *  - the cache rows j < nv are read in place from past_k / past_v (row-major
  *    [B, Hkv, P, hd]), then the T new rows from Kn / Vn, in blocks of Bc keys;
  *    per block and query row: scores are dot products over the head dimension
- *    (<vw x float> FMA over hd, masked tail, lane sum), + the key bias of the
- *    attention mask, causal among the new rows; online softmax (running max m
- *    and sum l per row, p = exp(s − m) in a Bc stack tile); O = alpha·O + p·V
- *    with V rows read as <vw x float> vectors over hd (O in registers).
+ *    (<vw x float> products over hd, masked tail), vw keys at a time summed
+ *    by a transpose tree of two-source shuffles (dec_keys; lane masks only
+ *    in the block's last group), + the key bias of the attention mask
+ *    (vectors of the mask for a full block), causal among the new rows;
+ *    online softmax (running max m and sum l per row, p = exp(s − m) in a Bc
+ *    stack tile); O = alpha·O + p·V with V rows read as <vw x float> vectors
+ *    over hd (O in registers); a head dimension below one vector that
+ *    divides it packs vw/hd keys per vector (dec_packed), O's partial rows
+ *    folded at the end.
  * Cost: O(nv·hd) reads of the cache, nothing copied, no O(max_seq) work
  * beyond nvalid's scan of the mask. */
 
@@ -681,6 +686,73 @@ static LLVMValueRef dec_vrow(HostGen *g, const Attn *a, LLVMValueRef p, LLVMValu
 	return r16(g, x, a->fp16);
 }
 
+/* q·k of key j (run time) as a vector over the head dimension: NV chunks,
+ * nothing read when j >= n (then 0); n NULL: j is a key (constant lane
+ * masks, no per-key test). */
+static LLVMValueRef dec_qk(HostGen *g, const Attn *a, LLVMValueRef kp, LLVMValueRef *qv, LLVMValueRef j, LLVMValueRef n)
+{
+	int64_t vw = g->vw, NV = a->hdp / vw;
+	LLVMValueRef in = n ? LLVMBuildICmp(g->b, LLVMIntSLT, j, n, "") : NULL;
+	LLVMValueRef acc = NULL;
+	for (int64_t v = 0; v < NV; v++) {
+		int64_t left = a->hd - v * vw < vw ? a->hd - v * vw : vw;
+		LLVMValueRef cnt = in ? LLVMBuildSelect(g->b, in, ci(g, left), ci(g, 0), "") : ci(g, left);
+		LLVMValueRef ki = add(g, mul(g, j, ci(g, a->hd)), ci(g, v * vw));
+		LLVMValueRef k = !in && left == vw ? hg_vload(g, kp, ki) : hg_vload_n(g, kp, ki, cnt);
+		k = r16(g, k, a->fp16);
+		acc = acc ? hg_fma(g, qv[v], k, acc) : LLVMBuildFMul(g->b, qv[v], k, "");
+	}
+	return acc;
+}
+
+/* The scores of keys j0 .. j0+cnt-1 (cnt a power of two <= vw): the q·k
+ * vectors of the keys reduced by a transpose tree, in key order — X holds
+ * cnt/2 keys' partial sums in blocks of b = 2·vw/cnt lanes, Y the next cnt/2;
+ * lo/hi take the first/second half of each block, X's blocks then Y's, and
+ * lo + hi holds cnt keys in blocks of b/2. One vector of vw sums at cnt = vw
+ * (vw − 1 two-source shuffles pairs instead of vw lane reductions). */
+static LLVMValueRef dec_keys(HostGen *g, const Attn *a, LLVMValueRef kp, LLVMValueRef *qv, LLVMValueRef j0,
+                             int64_t cnt, LLVMValueRef n)
+{
+	if (cnt == 1)
+		return dec_qk(g, a, kp, qv, j0, n);
+	int64_t vw = g->vw, half = cnt / 2, b = vw / half;
+	LLVMValueRef x = dec_keys(g, a, kp, qv, j0, half, n);
+	LLVMValueRef y = dec_keys(g, a, kp, qv, add(g, j0, ci(g, half)), half, n);
+	LLVMValueRef mlo[64], mhi[64];
+	for (int64_t m = 0; m < cnt; m++)
+		for (int64_t i = 0; i < b / 2; i++) {
+			int64_t src = m < half ? m * b + i : vw + (m - half) * b + i;
+			mlo[m * (b / 2) + i] = hg_i32(g, (int32_t)src);
+			mhi[m * (b / 2) + i] = hg_i32(g, (int32_t)(src + b / 2));
+		}
+	LLVMValueRef lo = LLVMBuildShuffleVector(g->b, x, y, LLVMConstVector(mlo, (unsigned)vw), "");
+	LLVMValueRef hi = LLVMBuildShuffleVector(g->b, x, y, LLVMConstVector(mhi, (unsigned)vw), "");
+	return LLVMBuildFAdd(g->b, lo, hi, "");
+}
+
+/* max over the lanes as a shuffle tree (llvm.vector.reduce.fmax without
+ * nnan is a serial NaN-checked chain) */
+static LLVMValueRef dec_vmax(HostGen *g, LLVMValueRef v)
+{
+	int64_t vw = g->vw;
+	for (int64_t w = vw / 2; w >= 1; w /= 2) {
+		LLVMValueRef idx[64];
+		for (int64_t l = 0; l < vw; l++)
+			idx[l] = hg_i32(g, (int32_t)((l + w) % vw));
+		v = hg_fmax(g, v, LLVMBuildShuffleVector(g->b, v, v, LLVMConstVector(idx, (unsigned)vw), ""));
+	}
+	return LLVMBuildExtractElement(g->b, v, hg_i32(g, 0), "");
+}
+
+/* Head dimensions smaller than a vector that divide it (stories260K: 8 of
+ * 16) pack vw/hd keys into one vector in the P·V product: O holds vw/hd
+ * partial rows, folded at the end. */
+static bool dec_packed(HostGen *g, const Attn *a)
+{
+	return a->hd < g->vw && g->vw % a->hd == 0;
+}
+
 /* One block of n (run time, 1..Bc) keys: rows kp[j·hd], vp[j·hd]; the mask
  * entries of these keys start at mask[mrow]; newrows: the block holds the new
  * rows (causal: query row t sees new key j iff j <= t). */
@@ -692,7 +764,26 @@ static void emit_dec_block(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValue
 	LLVMValueRef Qs = tiles[0], Os = tiles[1], Ss = tiles[2], Ms = tiles[3], Ls = tiles[4], Bs = tiles[5];
 	LLVMValueRef zero = hg_f32(g, 0.0f), ninf = hg_f32(g, -INFINITY);
 
-	/* key bias: 0 / −3.4028235e38 (mask != 1) for j < n, −inf past n */
+	/* key bias: 0 / −3.4028235e38 (mask != 1) for j < n, −inf past n; a full
+	 * block as vectors of the mask */
+	HgIf fb;
+	hg_if_begin(g, &fb, LLVMBuildICmp(g->b, LLVMIntEQ, n, ci(g, Bc), ""));
+	{
+		LLVMTypeRef et = a->mask_dt == DT_INT32 ? g->t_i32 : g->t_i64;
+		LLVMTypeRef vt = LLVMVectorType(et, (unsigned)vw);
+		for (int64_t k = 0; k < Bc / vw; k++) {
+			LLVMValueRef mp = hg_gep(g, et, c[C_MASK], add(g, mrow, ci(g, k * vw)));
+			LLVMValueRef mv = LLVMBuildLoad2(g->b, vt, mp, "");
+			LLVMSetAlignment(mv, a->mask_dt == DT_INT32 ? 4 : 8);
+			LLVMValueRef ones[64];
+			for (int64_t l = 0; l < vw; l++)
+				ones[l] = LLVMConstInt(et, 1, 0);
+			LLVMValueRef off = LLVMBuildICmp(g->b, LLVMIntNE, mv, LLVMConstVector(ones, (unsigned)vw), "");
+			hg_vstore(g, LLVMBuildSelect(g->b, off, hg_vconst(g, -3.4028234663852886e38f), hg_vconst(g, 0.0f), ""),
+			          Bs, ci(g, k * vw));
+		}
+	}
+	hg_if_else(g, &fb);
 	{
 		HgLoop lj;
 		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), ci(g, Bc), 1, "dbj");
@@ -704,6 +795,7 @@ static void emit_dec_block(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValue
 		hg_store(g, LLVMBuildSelect(g->b, inside, v, ninf, ""), Bs, j);
 		hg_loop_end(g, &lj);
 	}
+	hg_if_end(g, &fb);
 	HgLoop lr;
 	LLVMValueRef r = hg_loop_begin(g, &lr, ci(g, 0), ci(g, R), 1, "dr");
 	LLVMValueRef t = LLVMBuildSRem(g->b, r, ci(g, a->T), "t");
@@ -711,23 +803,34 @@ static void emit_dec_block(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValue
 	WL_ASSERT(NV <= 32);
 	for (int64_t v = 0; v < NV; v++)
 		qv[v] = hg_vload(g, Qs, add(g, mul(g, r, ci(g, a->hdp)), ci(g, v * vw)));
-	/* scores */
+	/* scores, vw keys at a time (dec_keys) + the key bias (−inf past n), the
+	 * groups past n −inf */
 	{
+		LLVMValueRef ng = mul(g, LLVMBuildSDiv(g->b, add(g, n, ci(g, vw - 1)), ci(g, vw), ""), ci(g, vw));
 		HgLoop lj;
-		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), n, 1, "dsj");
-		LLVMValueRef acc = NULL;
-		for (int64_t v = 0; v < NV; v++) {
-			LLVMValueRef k = dec_vrow(g, a, kp, j, v);
-			acc = acc ? hg_fma(g, qv[v], k, acc) : LLVMBuildFMul(g->b, qv[v], k, "");
+		LLVMValueRef j0 = hg_loop_begin(g, &lj, ci(g, 0), ng, vw, "dsj");
+		/* a full group (every load unmasked or with a constant mask), else the last one */
+		HgIf fi;
+		hg_if_begin(g, &fi, LLVMBuildICmp(g->b, LLVMIntSLE, add(g, j0, ci(g, vw)), n, ""));
+		hg_vstore(g, dec_keys(g, a, kp, qv, j0, vw, NULL), Ss, j0);
+		hg_if_else(g, &fi);
+		hg_vstore(g, dec_keys(g, a, kp, qv, j0, vw, n), Ss, j0);
+		hg_if_end(g, &fi);
+		LLVMValueRef sv = LLVMBuildFAdd(g->b, hg_vload(g, Ss, j0), hg_vload(g, Bs, j0), "s");
+		if (newrows && a->causal) {
+			LLVMValueRef lanes[64];
+			for (int64_t k = 0; k < vw; k++)
+				lanes[k] = hg_i32(g, (int32_t)k);
+			LLVMValueRef jv = LLVMBuildAdd(g->b, LLVMConstVector(lanes, (unsigned)vw),
+			                               hg_vsplat(g, LLVMBuildTrunc(g->b, j0, g->t_i32, "")), "");
+			LLVMValueRef over = LLVMBuildICmp(g->b, LLVMIntSGT, jv, hg_vsplat(g, LLVMBuildTrunc(g->b, t, g->t_i32, "")), "");
+			sv = LLVMBuildSelect(g->b, over, hg_vconst(g, -INFINITY), sv, "");
 		}
-		LLVMValueRef s = LLVMBuildFAdd(g->b, hg_vreduce_add(g, acc), hg_load(g, g->t_f32, Bs, j), "s");
-		if (newrows && a->causal)
-			s = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, j, t, ""), ninf, s, "");
-		hg_store(g, s, Ss, j);
+		hg_vstore(g, sv, Ss, j0);
 		hg_loop_end(g, &lj);
 		HgLoop lz;
-		LLVMValueRef jz = hg_loop_begin(g, &lz, n, ci(g, Bc), 1, "dsz");
-		hg_store(g, ninf, Ss, jz);
+		LLVMValueRef jz = hg_loop_begin(g, &lz, ng, ci(g, Bc), vw, "dsz");
+		hg_vstore(g, hg_vconst(g, -INFINITY), Ss, jz);
 		hg_loop_end(g, &lz);
 	}
 	/* online softmax */
@@ -738,7 +841,7 @@ static void emit_dec_block(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValue
 		mx = mx ? hg_fmax(g, mx, sv[k]) : sv[k];
 	}
 	LLVMValueRef m = hg_load(g, g->t_f32, Ms, r);
-	LLVMValueRef mnew = hg_fmax(g, m, hg_vreduce_max(g, mx));
+	LLVMValueRef mnew = hg_fmax(g, m, dec_vmax(g, mx));
 	LLVMValueRef alpha = hg_exp(g, LLVMBuildFSub(g->b, m, mnew, ""));
 	LLVMValueRef mv = hg_vsplat(g, mnew), psum = NULL;
 	for (int64_t k = 0; k < NB; k++) {
@@ -753,7 +856,45 @@ static void emit_dec_block(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValue
 	LLVMValueRef orow = mul(g, r, ci(g, a->hdp));
 	for (int64_t v = 0; v < NV; v++)
 		ov[v] = LLVMBuildFMul(g->b, hg_vload(g, Os, add(g, orow, ci(g, v * vw))), av, "");
-	{
+	if (dec_packed(g, a)) {
+		/* kv = vw/hd keys per vector: V rows j..j+kv-1 (contiguous, masked past n),
+		 * p lanes l → p[j + l/hd] */
+		int64_t kv = vw / a->hd;
+		LLVMValueRef idx[64];
+		for (int64_t l = 0; l < vw; l++)
+			idx[l] = hg_i32(g, (int32_t)(l / a->hd));
+		LLVMValueRef spread = LLVMConstVector(idx, (unsigned)vw);
+		/* two accumulators (2·kv keys per iteration): two FMA chains; the
+		 * iterations below nfull read whole vectors, the last one is masked */
+		LLVMValueRef nfull = mul(g, LLVMBuildSDiv(g->b, n, ci(g, 2 * kv), ""), ci(g, 2 * kv));
+		LLVMValueRef acc[2] = {ov[0], hg_vconst(g, 0.0f)};
+		for (int tail = 0; tail < 2; tail++) {
+			HgLoop lj;
+			LLVMValueRef j = hg_loop_begin(g, &lj, tail ? nfull : ci(g, 0), tail ? n : nfull, 2 * kv, "dpj");
+			LLVMValueRef o[2] = {hg_loop_carry(g, &lj, acc[0]), hg_loop_carry(g, &lj, acc[1])};
+			for (int u = 0; u < 2; u++) {
+				LLVMValueRef ju = add(g, j, ci(g, u * kv));
+				LLVMValueRef vi = mul(g, ju, ci(g, a->hd)), vr;
+				if (tail) {
+					LLVMValueRef left = LLVMBuildSub(g->b, n, ju, "");
+					left = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, left, ci(g, 0), ""), ci(g, 0), left, "");
+					LLVMValueRef rows = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, left, ci(g, kv), ""),
+					                                    left, ci(g, kv), "");
+					vr = hg_vload_n(g, vp, vi, mul(g, rows, ci(g, a->hd)));
+				} else {
+					vr = hg_vload(g, vp, vi);
+				}
+				vr = r16(g, vr, a->fp16);
+				LLVMValueRef pl = hg_vload(g, Ss, ju);
+				LLVMValueRef pe = LLVMBuildShuffleVector(g->b, pl, pl, spread, "");
+				hg_loop_next(g, &lj, o[u], hg_fma(g, pe, vr, o[u]));
+			}
+			hg_loop_end(g, &lj);
+			acc[0] = o[0];
+			acc[1] = o[1];
+		}
+		hg_vstore(g, LLVMBuildFAdd(g->b, acc[0], acc[1], ""), Os, orow);
+	} else {
 		HgLoop lj;
 		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), n, 1, "dpj");
 		LLVMValueRef o[64];
@@ -779,7 +920,7 @@ static void emit_decode(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	LLVMValueRef tiles[6];
 	tiles[0] = hg_alloca(g, g->t_f32, R * a->hdp, 64, "dqtile");
 	tiles[1] = hg_alloca(g, g->t_f32, R * a->hdp, 64, "dotile");
-	tiles[2] = hg_alloca(g, g->t_f32, Bc, 64, "dstile");
+	tiles[2] = hg_alloca(g, g->t_f32, 2 * Bc, 64, "dstile");   /* Bc + the packed P·V's overread */
 	tiles[3] = hg_alloca(g, g->t_f32, R, 4, "dm");
 	tiles[4] = hg_alloca(g, g->t_f32, R, 4, "dl");
 	tiles[5] = hg_alloca(g, g->t_f32, Bc, 64, "dbias");
@@ -863,7 +1004,18 @@ static void emit_decode(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		LLVMValueRef h = add(g, mul(g, kh, ci(g, group)), gi);
 		LLVMValueRef dst = hg_gepf(g, c[C_OUT], add(g, mul(g, add(g, mul(g, b, ci(g, a->T)), t), ci(g, D)), mul(g, h, ci(g, a->hd))));
 		LLVMValueRef invv = hg_vsplat(g, LLVMBuildFDiv(g->b, hg_f32(g, 1.0f), hg_load(g, g->t_f32, Ls, r), ""));
-		for (int64_t v = 0; v < NV; v++) {
+		if (dec_packed(g, a)) {
+			/* fold the vw/hd partial rows: lanes e < hd get Σ_s O[s·hd + e] */
+			LLVMValueRef o = hg_vload(g, Os, mul(g, r, ci(g, a->hdp)));
+			for (int64_t w = vw / 2; w >= a->hd; w /= 2) {
+				LLVMValueRef idx[64];
+				for (int64_t l = 0; l < vw; l++)
+					idx[l] = hg_i32(g, (int32_t)((l + w) % vw));
+				o = LLVMBuildFAdd(g->b, o, LLVMBuildShuffleVector(g->b, o, o, LLVMConstVector(idx, (unsigned)vw), ""), "");
+			}
+			hg_vstore_n(g, r16(g, LLVMBuildFMul(g->b, o, invv, ""), a->fp16), dst, ci(g, 0), ci(g, a->hd));
+		}
+		for (int64_t v = 0; !dec_packed(g, a) && v < NV; v++) {
 			LLVMValueRef y = r16(g, LLVMBuildFMul(g->b, hg_vload(g, Os, add(g, mul(g, r, ci(g, a->hdp)), ci(g, v * vw))), invv, ""), a->fp16);
 			int64_t left = a->hd - v * vw;
 			if (left >= vw)

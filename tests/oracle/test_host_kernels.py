@@ -196,8 +196,8 @@ def cases(rng):
         gqa("gqa_past_mask_pos", T=1, P=6, mask=True, pos=True, rows=32, rng=rng),
         gqa("gqa_prefill_mask_pos", T=6, P=3, mask=True, pos=True, rows=16, fp16=1, rng=rng),
         gqa("gqa_norope", T=9, rope=0, causal=0, H=6, Hkv=3, rng=rng),
-        # static cache, decode path: empty cache (first step), head_dim 8 (< one vector,
-        # stories260K) and 20 (a masked tail), nv across a key block (33, 65), the full
+        # static cache, decode path: empty cache (first step), head_dim 8 and 4 (< one vector:
+        # keys packed in the P·V product; stories260K has 8) and 20 (a masked tail), nv across a key block (33, 65), the full
         # cache, T = 3 causal among the new rows, 2 batches with different nv, MHA and
         # group 4, int32 mask, fp16, no RoPE; T = 6 stays on the tiled path
         gqa_static("gqa_static_empty", nv=(0,), hd=8, H=8, Hkv=4, rng=rng),
@@ -205,6 +205,7 @@ def cases(rng):
         gqa_static("gqa_static_tail", nv=(65,), hd=20, P=70, mask_dt="int32", rng=rng),
         gqa_static("gqa_static_full_t3", T=3, nv=(40,), hd=64, H=8, Hkv=2, rng=rng),
         gqa_static("gqa_static_b2", B=2, nv=(5, 31), H=2, Hkv=2, hd=32, fp16=1, rng=rng),
+        gqa_static("gqa_static_hd4_g4", T=2, nv=(21,), hd=4, H=4, Hkv=1, P=24, rng=rng),
         gqa_static("gqa_static_norope", T=2, nv=(17,), rope=0, causal=0, hd=24, P=20, rng=rng),
         gqa_static("gqa_static_tiled_t6", T=6, nv=(9,), hd=16, P=24, rng=rng),
         conv_stem("stem_small", rng=rng),
