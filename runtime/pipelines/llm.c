@@ -14,7 +14,9 @@
  * logits [1,1,V], run on the last valid row of each run (a prefill of N
  * rows pays for one row of the LM head, not N). The embedding lookup stays
  * the first node of prefill and step (a Gather reading the table in place:
- * ids in, nothing copied).
+ * ids in, nothing copied). With llm.argmax_on_device (--argmax-on-device)
+ * lm_head ends in GreedyArgMax: token_ids [1,1] is read as the next id, no
+ * logits leave the program, and sampling is refused.
  * The caches are the past inputs, read in place by the attention; rows < c
  * hold positions 0..c-1. A run for n <= T rows at positions c..c+n-1 sets
  * the mask to 1 on cache rows < c and on the n first new rows (padding rows
