@@ -8,7 +8,8 @@
 #                 --nbits 4 --block-size 32; ORT runs the same files), where-mask, run-time RoPE
 # For each: token generation tokens/s (wlower: mean ± sd over REPS; ORT: mean step) at 1 and 2
 # threads, prompt processing tokens/s for a PROMPT-id prompt, step time by position (wlower's
-# per-step times at the first and the last position of a long generation), peak memory, and
+# per-step times at 5 positions of a long generation, medians of 9 steps, and the ratio of
+# the last to the first: flat = the step does no per-position copies), peak memory, and
 # whether the ids agree. CPU model from /proc/cpuinfo and `uptime` before and after.
 #
 #   bench/llm_decode.sh            (WLOWER=build/wlower, BENCH_CACHE=/tmp/wlower-bench-llm,
@@ -89,10 +90,11 @@ for m in $MODELS; do
 	for t in $THREADS; do
 		"$W" generate --pipeline "$pipe" --prompt-ids 1 --max-new-tokens $LONG --ignore-eos --threads $t \
 			--json "$C/long.json" >/dev/null 2>&1 || { echo "llm_decode: generate (long) failed" >&2; exit 1; }
-		json "$C/long.json" '"step time by position, %d thread(s): " % r["report"]["threads"] + ", ".join(
-			"p=%d %.3f ms" % (r["report"]["step_pos0"] + k, sum(r["report"]["step_ms"][max(0, k - 2):k + 3]) /
-			len(r["report"]["step_ms"][max(0, k - 2):k + 3])) for k in (0, len(r["report"]["step_ms"]) // 2,
-			len(r["report"]["step_ms"]) - 1)) + " (each the mean of the 5 steps around it)"'
+		json "$C/long.json" '(lambda s, p0: "step time by position, %d thread(s): " % r["report"]["threads"] +
+			", ".join("p=%d %.4f ms" % (p0 + k, sorted(s[max(0, k - 4):k + 5])[len(s[max(0, k - 4):k + 5]) // 2])
+			for k in (0, len(s) // 4, len(s) // 2, 3 * len(s) // 4, len(s) - 1)) +
+			" (each the median of the 9 steps around it); last/first %.2f" %
+			(sorted(s[-9:])[4] / sorted(s[:9])[4]))(r["report"]["step_ms"], r["report"]["step_pos0"])'
 	done
 done
 echo

@@ -10,7 +10,8 @@
  * com.microsoft or ai.wlower MatMulNBits, Gemm; optionally through its bias
  * Add) whose last dimension V is known and
  *   - equals the row count of the token-embedding table (a Gather from a
- *     constant float [V, D] initializer), when the graph has one;
+ *     constant float [V, D] initializer; of several, the largest D: not a
+ *     RoPE cos/sin table), when the graph has one;
  *   - else (graphs fed with embeddings, e.g. Qwen2's single-token graph) is
  *     the largest dimension of the output and at least 1000.
  * The output keeps its position; it is named `token_ids` (int32, the logits'
@@ -40,18 +41,24 @@ static bool is_linear(const Node *n)
 	             n->op == OP_Gemm);
 }
 
-/* Rows of the token-embedding table, or -1 when the graph has none. */
+/* Rows of the token-embedding table, or -1 when the graph has none: of the
+ * constant float [R, D] tables gathered along axis 0 by run-time indices,
+ * the widest (largest D; the first of equals): RoPE cos/sin tables
+ * ([max_seq, head_dim], canonicalize-rope) are narrower than the embedding. */
 static int64_t embedding_rows(Graph *g)
 {
+	int64_t rows = -1, width = 0;
 	FOR_NODES(g, n) {
 		if (n->op != OP_Gather || n->ninputs != 2 || !n->inputs[0] || !n->inputs[0]->init)
 			continue;
 		const Tensor *t = n->inputs[0]->init;
 		if (t->dtype == DT_FLOAT && t->ndim == 2 && attr_int(n, "axis", 0) == 0 && n->inputs[1] &&
-		    !n->inputs[1]->init)
-			return t->dims[0];
+		    !n->inputs[1]->init && t->dims[1] > width) {
+			rows = t->dims[0];
+			width = t->dims[1];
+		}
 	}
-	return -1;
+	return rows;
 }
 
 static bool match_argmax(Graph *g, int slot, int64_t vocab, ArgMaxCapture *c)

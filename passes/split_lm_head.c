@@ -20,7 +20,10 @@
  *
  * Matched: the one graph output produced by an ai.wlower.MatMulNBits (one
  * output: no splits) reading an ai.wlower.RMSNorm of a value h that the norm
- * alone reads. body: h, renamed hidden_states, takes the output's place.
+ * alone reads; or, after fuse-argmax (--append-argmax, the pipeline's
+ * --argmax-on-device), the token_ids output of an ai.wlower.GreedyArgMax
+ * reading such a projection whose logits nothing else reads: the head then
+ * keeps the argmax (hidden_states → token_ids). body: h, renamed hidden_states, takes the output's place.
  * head: hidden_states (h's type) is a new graph input read by the norm, every
  * other graph output goes, the pass runs dce and drops the graph inputs left
  * unread. Does nothing without ctx->fuse.split_lm_head; with it, a graph
@@ -47,6 +50,12 @@ static bool match_head(Graph *g, int slot, HeadMatch *m)
 {
 	Value *lg = g->outputs[slot];
 	Node *lin = lg->producer;
+	if (lin && lin->op == OP_WlGreedyArgMax && lin->ninputs == 1 && lin->inputs[0]) {
+		Value *logits = lin->inputs[0];
+		if (logits->nusers != 1 || logits->is_output)
+			return false;
+		lin = logits->producer;
+	}
 	if (!lin || lin->op != OP_WlMatMulNBits || lin->noutputs != 1 || lin->ninputs < 1 || !lin->inputs[0])
 		return false;
 	Value *nv = lin->inputs[0];
@@ -113,7 +122,7 @@ int pass_split_lm_head(Module *mod, PassContext *ctx, Diag *d)
 			found++;
 	if (found != 1)
 		return diag_fail(d, "%s: --split-lm-head: %s graph output computed as MatMulNBits (RMSNorm (h)) "
-		                 "(the final norm and LM head)", ctx->model_path ? ctx->model_path : mod->path,
+		                 "(the final norm and LM head, optionally then GreedyArgMax)", ctx->model_path ? ctx->model_path : mod->path,
 		                 found ? "more than one" : "no");
 	ctx->changed++;
 	if (head)

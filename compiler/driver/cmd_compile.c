@@ -76,6 +76,9 @@ static const char usage_main[] =
 "                        options as below)\n"
 "  --prefill-rows N      --pipeline llm: prompt rows per run of the prefill program\n"
 "                        (default min(16, max_seq))\n"
+"  --argmax-on-device    --pipeline llm: lm_head ends in the greedy argmax and outputs\n"
+"                        the token id (int32 token_ids) instead of the logits; such a\n"
+"                        pipeline decodes greedily only (no --temperature, --dump-logits)\n"
 "  --pipeline whisper --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR\n"
 "                        MODEL is a Whisper folder (Optimum layout); the programs of\n"
 "                        'wlower transcribe' (mel, encoder, cross_kv, step) into PIPE_DIR\n"
@@ -128,6 +131,7 @@ typedef struct Options {
 	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline;
 	long cores, macs_per_pe, threads, prefill_rows;
 	double ocm, clock, ext_bw, calibrate_margin;
+	bool argmax_on_device;
 	bool print_weights, external_data, list_passes, list_ops, stats, print_fracbits;
 	OptList dims;                  /* --dim NAME=N, each occurrence */
 	OptList calibrate;             /* --calibrate FILE, each occurrence */
@@ -165,6 +169,7 @@ static const OptSpec compile_opts[] = {
 	{"--kv-step", NULL, OPT_FLAG, O(pipe.canon.kv_step)},
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	{"--prefill-rows", NULL, OPT_INT, O(prefill_rows), 1, 1 << 16, false, "%s: '%s' is not 1..65536"},
+	{"--argmax-on-device", NULL, OPT_FLAG, O(argmax_on_device)},
 	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},
 	{"--ocm", NULL, OPT_SIZE, O(ocm), 65536, 1e12, false, "%s: '%s' is not a size like 32MB (at least 64KB)"},
@@ -382,7 +387,8 @@ static int compile_target(Options *o, TargetKind kind)
 	if (o->pipeline) {
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = o->target, .out = o->out,
 		                   .to = &to, .pipe = &o->pipe, .calibrate = o->calibrate.v, .ncalibrate = o->calibrate.n, .tranges_dir = o->tranges,
-		                   .calibrate_margin = o->calibrate_margin, .prefill_rows = o->prefill_rows};
+		                   .calibrate_margin = o->calibrate_margin, .prefill_rows = o->prefill_rows,
+		                   .argmax_on_device = o->argmax_on_device};
 		return cmd_compile_pipeline(&pa);
 	}
 
@@ -466,6 +472,12 @@ static int dispatch(Options *o)
 		return cmd_usage(NULL, "%s", "no model given");
 	if (given(o, "--calibrate-margin") && !o->calibrate.n)
 		return cmd_usage(NULL, "%s", "--calibrate-margin goes with --calibrate");
+	bool llm = o->pipeline && strcmp(o->pipeline, "llm") == 0;
+	if (o->argmax_on_device && !llm)
+		return cmd_usage(NULL, "%s", "--argmax-on-device goes with --pipeline llm");
+	if (llm && o->pipe.fuse.append_argmax)
+		return cmd_usage(NULL, "%s", "--append-argmax is for one model; with --pipeline llm, --argmax-on-device puts "
+		                 "the greedy argmax in lm_head");
 	if (o->pipeline && o->target && strcmp(o->target, "ref") == 0) {
 		if (first_given(o, chimera_only) || first_given(o, host_only) || !o->out)
 			return cmd_usage(NULL, "%s", "--target ref takes no hardware options and needs -o DIR");
@@ -474,7 +486,8 @@ static int dispatch(Options *o)
 		TargetOptions to = {.target_name = "ref", .model_path = o->model, .fuse = o->pipe.fuse,
 		                    .t_start_ms = wl_now_ms()};
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = "ref", .out = o->out, .ref = true,
-		                   .to = &to, .pipe = &o->pipe, .prefill_rows = o->prefill_rows};
+		                   .to = &to, .pipe = &o->pipe, .prefill_rows = o->prefill_rows,
+		                   .argmax_on_device = o->argmax_on_device};
 		return cmd_compile_pipeline(&pa);
 	}
 	if (o->pipeline && !o->target)

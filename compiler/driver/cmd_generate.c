@@ -42,7 +42,7 @@ static const char usage_generate[] =
 "With --model, the pipeline is compiled on first use into a cache keyed by the sha256 of\n"
 "LLM_DIR's files, the target and the compile options ($WLOWER_CACHE, else\n"
 "$XDG_CACHE_HOME/wlower, else ~/.cache/wlower) and reused after. Compile options with\n"
-"--model: --max-seq, --prefill-rows, --cpu (host), --calibrate PROMPTS.txt\n"
+"--model: --max-seq, --prefill-rows, --argmax-on-device, --cpu (host), --calibrate PROMPTS.txt\n"
 "[--calibrate-margin M] or --tranges DIR (qc-*, one required), --cores, --ocm,\n"
 "--macs-per-pe, --clock, --ext-bw (qc-*), as 'wlower --help' describes them.\n"
 "qc-* pipelines run on the bit-exact emulator (one simulator process per program).\n"
@@ -81,7 +81,7 @@ typedef struct GenArgs {
 	const char *calibrate, *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw;
 	long max_new, threads, reps, top_k, seed;
 	double temperature, top_p;
-	bool ignore_eos, stream;
+	bool ignore_eos, stream, argmax;
 } GenArgs;
 
 #define O(f) offsetof(GenArgs, f)
@@ -91,6 +91,7 @@ static const OptSpec gen_opts[] = {
 	{"--target", NULL, OPT_STRING, O(target)},
 	{"--max-seq", NULL, OPT_STRING, O(max_seq)},
 	{"--prefill-rows", NULL, OPT_STRING, O(prefill_rows)},
+	{"--argmax-on-device", NULL, OPT_FLAG, O(argmax)},
 	{"--cpu", NULL, OPT_STRING, O(cpu)},
 	{"--calibrate", NULL, OPT_STRING, O(calibrate)},
 	{"--calibrate-margin", NULL, OPT_STRING, O(margin)},
@@ -241,6 +242,7 @@ static void report(Llm *l, const SimTotals *sim, bool sim_on, const LlmReport *r
 	cJSON_AddNumberToObject(rep, "tg_tokens_per_s", tm);
 	cJSON_AddNumberToObject(rep, "tg_tokens_per_s_sd", ts);
 	cJSON_AddNumberToObject(rep, "prefill_rows", li->prefill_rows);
+	cJSON_AddBoolToObject(rep, "argmax_on_device", li->argmax_on_device);
 	cJSON_AddNumberToObject(rep, "prefill_runs", r0->prefill_runs);
 	cJSON_AddNumberToObject(rep, "peak_memory_mib", round(peak_mb * 10) / 10);
 	cJSON_AddNumberToObject(rep, "step_pos0", r0->step_pos0);
@@ -259,6 +261,7 @@ typedef struct PassOpt { const char *name, *value; } PassOpt;
 static int pass_opts(const GenArgs *a, PassOpt *o)
 {
 	PassOpt v[] = {{"--max-seq", a->max_seq}, {"--prefill-rows", a->prefill_rows}, {"--cpu", a->cpu},
+	               {"--argmax-on-device", a->argmax ? "" : NULL},
 	               {"--calibrate", a->calibrate}, {"--calibrate-margin", a->margin},
 	               {"--tranges", a->tranges}, {"--cores", a->cores}, {"--ocm", a->ocm},
 	               {"--macs-per-pe", a->macs_per_pe}, {"--clock", a->clock}, {"--ext-bw", a->ext_bw}};
@@ -386,6 +389,12 @@ static int generate(const GenArgs *a, const int64_t *prompt, int np, const Token
 	if (llm_open(a->pipeline, (int)a->threads, &l, &d) != WL_OK)
 		return cmd_error(CMD, &d);
 	const LlmInfo *li = llm_info(l);
+	if (li->argmax_on_device && (a->temperature > 0 || a->dump)) {
+		llm_close(l);
+		return cmd_usage(CMD, "%s: %s needs logits, and this pipeline's lm_head computes the greedy id on the "
+		                 "device (compiled with --argmax-on-device; compile without it to sample or dump logits)",
+		                 a->pipeline, a->dump ? "--dump-logits" : "--temperature > 0 (sampling)");
+	}
 	int64_t *ids = calloc((size_t)a->max_new, sizeof *ids);
 	LlmReport *reps = calloc((size_t)a->reps, sizeof *reps);
 	if (!ids || !reps)
@@ -467,7 +476,7 @@ int cmd_generate(int argc, char **argv)
 	int npo = pass_opts(&a, po);
 	for (int i = 0; a.pipeline && i < npo; i++)
 		if (po[i].value || a.target)
-			return cmd_usage(CMD, "%s", "--target and the compile options (--max-seq, --prefill-rows, --cpu, "
+			return cmd_usage(CMD, "%s", "--target and the compile options (--max-seq, --prefill-rows, --argmax-on-device, --cpu, "
 			                 "--calibrate, --tranges, hardware) go with --model, not --pipeline");
 	char cached[4096];
 	if (a.model) {

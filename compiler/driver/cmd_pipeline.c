@@ -12,7 +12,10 @@
  *   prefill  sequence_length N (--prefill-rows, default min(16, S)): up to
  *            N prompt rows at positions c..c+N-1, padded, with the mask.
  * Both end at hidden_states (split-lm-head body); `lm_head` is the final
- * RMSNorm and projection of the step graph (split-lm-head head).
+ * RMSNorm and projection of the step graph (split-lm-head head); with
+ * --argmax-on-device it ends in ai.wlower.GreedyArgMax (fuse-argmax, then the
+ * split keeps it): output token_ids [1,1] int32, pipeline.json
+ * llm.argmax_on_device true, and the runtime reads the id (greedy only).
  * runtime/pipelines/llm.c says how the cache is kept. Target "ref" keeps the
  * fused graph (model.onnx, run by the reference executor); host and qc-*
  * compile it as `--target` does.
@@ -136,11 +139,14 @@ static int check_step(const cJSON *prog, const HfConfig *c, int64_t S, int64_t T
 	return rc;
 }
 
-/* The lm_head program: hidden_states [1,1,D] → logits [1,1,V]. */
-static int check_head(const cJSON *prog, const HfConfig *c, const char *model, Diag *d)
+/* The lm_head program: hidden_states [1,1,D] → logits [1,1,V], or with
+ * --argmax-on-device → token_ids [1,1] (int32). */
+static int check_head(const cJSON *prog, const HfConfig *c, bool argmax, const char *model, Diag *d)
 {
 	int64_t hs[3] = {1, 1, c->hidden}, lg[3] = {1, 1, c->vocab};
 	int rc = check_io(prog, "inputs", "hidden_states", 3, hs, model, d);
+	if (argmax)
+		return rc ?: check_io(prog, "outputs", "token_ids", 2, lg, model, d);
 	return rc ?: check_io(prog, "outputs", "logits", 3, lg, model, d);
 }
 
@@ -270,6 +276,7 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 	pipe.canon.max_seq = S;
 	pipe.fuse.static_kv_cache = true;
 	pipe.fuse.split_lm_head = "body";
+	pipe.fuse.append_argmax = false;
 	PipelineArgs a = *pa;
 	a.pipe = &pipe;
 	static const char *names[2] = {"prefill", "step"};
@@ -298,11 +305,13 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 			return WL_ERR;
 	}
 	cJSON_AddBoolToObject(llm, "prefill_reads_cache", chunks);
+	cJSON_AddBoolToObject(llm, "argmax_on_device", pa->argmax_on_device);
 	pipe.fuse.split_lm_head = "head";
+	pipe.fuse.append_argmax = pa->argmax_on_device;   /* fuse-argmax before the split: the head keeps it */
 	DimBinding dims[3] = {{"batch_size", 1}, {"sequence_length", 1}, {"past_sequence_length", S}};
 	if (compile_program(&a, step, dims, 3, "lm_head", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
-	return check_head(cJSON_GetArrayItem(programs, 2), &c, step, d);
+	return check_head(cJSON_GetArrayItem(programs, 2), &c, pa->argmax_on_device, step, d);
 }
 
 /* The programs and pipeline.json of the pipeline into dir (which exists). */
@@ -543,6 +552,7 @@ static int calibrate(const PipelineArgs *pa, const char *dir, Diag *d)
 	ra.calibrate = NULL;
 	ra.ncalibrate = 0;
 	ra.tranges_dir = NULL;
+	ra.argmax_on_device = false;     /* the logits observed: the argmax head's ranges are these */
 	int rc = mkdir_p(cdir, d);
 	rc = rc ?: build_pipeline(&ra, cdir, wl_now_ms(), d);
 	if (rc == WL_OK)

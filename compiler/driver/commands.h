@@ -55,6 +55,7 @@ typedef struct PipelineArgs {
 	const char *tranges_dir;             /* qc-*: --tranges DIR (DIR/<program>.tranges) */
 	double calibrate_margin;             /* --calibrate-margin M (0: the default, 2) */
 	long prefill_rows;                   /* --prefill-rows (0: default) */
+	bool argmax_on_device;               /* llm: lm_head → token_ids (GreedyArgMax), not logits */
 } PipelineArgs;
 int cmd_compile_pipeline(const PipelineArgs *pa);
 /* cmd_pipeline.c: module m (freed here; `model` names it in messages) → the
@@ -156,7 +157,8 @@ int cmd_cache_root(const char *cmd, char *buf, size_t n);
 /* --model: dir (a folder under the cache root) is used when it reads as a
  * verified pipeline of `kind`; else it is compiled there from model with
  * `wlower MODEL --pipeline KIND --target T -o DIR` plus the option pairs
- * opts[2i] = name, opts[2i+1] = value (skipped when NULL). */
+ * opts[2i] = name, opts[2i+1] = value (skipped when NULL; "" = a flag: the
+ * name alone). */
 int cmd_cached_pipeline(const char *cmd, const char *kind, const char *model, const char *target, const char *dir,
                         const char *const *opts, int nopts);
 /* "1,2,3" → non-negative ids (*ids malloc'ed, freed by the caller even on

@@ -280,7 +280,8 @@ int cmd_cached_pipeline(const char *cmd, const char *kind, const char *model, co
 	for (int i = 0; i + 1 < nopts && argc + 2 < 48; i += 2)
 		if (opts[i + 1]) {
 			argv[argc++] = opts[i];
-			argv[argc++] = opts[i + 1];
+			if (opts[i + 1][0])          /* "": a flag */
+				argv[argc++] = opts[i + 1];
 		}
 	argv[argc] = NULL;
 	rc = cmd_compile(argc, (char **)argv);

@@ -14,7 +14,9 @@
  * logits [1,1,V], run on the last valid row of each run (a prefill of N
  * rows pays for one row of the LM head, not N). The embedding lookup stays
  * the first node of prefill and step (a Gather reading the table in place:
- * ids in, nothing copied).
+ * ids in, nothing copied). With llm.argmax_on_device (--argmax-on-device)
+ * lm_head ends in GreedyArgMax: token_ids [1,1] is read as the next id, no
+ * logits leave the program, and sampling is refused.
  * The caches are the past inputs, read in place by the attention; rows < c
  * hold positions 0..c-1. A run for n <= T rows at positions c..c+n-1 sets
  * the mask to 1 on cache rows < c and on the n first new rows (padding rows
@@ -68,7 +70,11 @@ static int read_info(const cJSON *root, const char *file, LlmInfo *li, Diag *d)
 		return diag_fail(d, "%s: 'max_seq' must be at least 2", file);
 	if (v[7] > v[4])
 		return diag_fail(d, "%s: 'prefill_rows' exceeds 'max_seq'", file);
-	*li = (LlmInfo){(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], v[5], v[6], NULL, (int)v[7], (int)v[8]};
+	const cJSON *am = cJSON_GetObjectItemCaseSensitive(o, "argmax_on_device");
+	if (am && !cJSON_IsBool(am))
+		return diag_fail(d, "%s: 'llm.argmax_on_device' is not true or false", file);
+	*li = (LlmInfo){(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], v[5], v[6], NULL, (int)v[7], (int)v[8],
+	                cJSON_IsTrue(am)};
 	return WL_OK;
 }
 
@@ -225,8 +231,10 @@ Program *llm_program(const Llm *l, int i, const char **name)
 
 /* One run of r's program: ids tok[0..n) (n <= T) at positions c..c+n-1
  * against cache rows < c; their new K/V rows go to cache rows c..c+n-1;
- * then lm_head on row n-1: *logits, a view valid until the next run. */
-static int run_rows(Llm *l, Rows *r, const int64_t *tok, int n, int c, const RTensor **logits, Diag *d)
+ * then lm_head on row n-1: *logits, a view valid until the next run, or
+ * with argmax_on_device *logits NULL and *id the id lm_head chose. */
+static int run_rows(Llm *l, Rows *r, const int64_t *tok, int n, int c, const RTensor **logits, int64_t *id,
+                    Diag *d)
 {
 	const LlmInfo *li = &l->info;
 	int S = li->max_seq, T = r->T, P = r->P;
@@ -276,8 +284,22 @@ static int run_rows(Llm *l, Rows *r, const int64_t *tok, int n, int c, const RTe
 		for (int h = 0; h < li->kv_heads; h++)
 			memcpy(dst + ((int64_t)h * S + c) * hd, src + (int64_t)h * T * hd, (size_t)(n * hd) * sizeof(float));
 	}
-	if (program_bind(l->head, "hidden_states", v, d) != WL_OK || program_run(l->head, d) != WL_OK ||
-	    !(*logits = program_output(l->head, "logits", d)))
+	if (program_bind(l->head, "hidden_states", v, d) != WL_OK || program_run(l->head, d) != WL_OK)
+		return WL_ERR;
+	*logits = NULL;
+	if (li->argmax_on_device) {
+		const RTensor *t = program_output(l->head, "token_ids", d);
+		if (!t)
+			return WL_ERR;
+		if ((t->dtype != DT_INT32 && t->dtype != DT_INT64) || rt_numel(t) != 1)
+			return diag_fail(d, "%s", "lm_head program: 'token_ids' is not one int32/int64 id");
+		*id = t->dtype == DT_INT32 ? *(const int32_t *)t->data : *(const int64_t *)t->data;
+		if (*id < 0 || *id >= li->vocab)
+			return diag_fail(d, "lm_head program: token id %lld is out of range (vocab %d)", (long long)*id,
+			                 li->vocab);
+		return WL_OK;
+	}
+	if (!(*logits = program_output(l->head, "logits", d)))
 		return WL_ERR;
 	if ((*logits)->dtype != DT_FLOAT || rt_numel(*logits) != li->vocab)
 		return diag_fail(d, "lm_head program: 'logits' is not float32 with %d values", li->vocab);
@@ -356,6 +378,9 @@ int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t sto
 	memset(rep, 0, sizeof *rep);
 	if (np < 1)
 		return diag_fail(d, "%s", "the prompt is empty (give at least one id, e.g. the BOS id)");
+	if (!greedy && li->argmax_on_device)
+		return diag_fail(d, "%s", "the pipeline's lm_head computes the greedy id on the device (argmax_on_device): "
+		                 "no logits to sample from");
 	if ((int64_t)np + max_new > li->max_seq)
 		return diag_fail(d, "prompt (%d ids) + --max-new-tokens (%d) exceeds the pipeline's max_seq %d", np,
 		                 max_new, li->max_seq);
@@ -373,19 +398,20 @@ int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t sto
 	if (!rep->step_ms)
 		wl_die(__FILE__, __LINE__, "out of memory");
 	const RTensor *logits = NULL;
+	int64_t dev_id = 0;
 	int rc = WL_OK;
 	double t0 = wl_now_ms();
 	for (int c = 0; c < np && rc == WL_OK;) {     /* the prompt: chunks of N rows (one row: step) */
 		int n = np - c < li->prefill_rows ? np - c : li->prefill_rows;
 		if (c > 0 && !l->prefill.P)
 			n = 1;                             /* a prefill without cache takes the first chunk only */
-		rc = run_rows(l, n == 1 ? &l->step : &l->prefill, prompt + c, n, c, &logits, d);
+		rc = run_rows(l, n == 1 ? &l->step : &l->prefill, prompt + c, n, c, &logits, &dev_id, d);
 		c += n;
 		rep->prefill_runs++;
 	}
 	rep->prompt_ms = wl_now_ms() - t0;
 	for (int p = np; rc == WL_OK && *nout < max_new; p++) {
-		int64_t tok = greedy ? argmax(logits) : sample(logits, smp, &st, cand);
+		int64_t tok = !logits ? dev_id : greedy ? argmax(logits) : sample(logits, smp, &st, cand);
 		if (tok == stop)
 			break;
 		out[(*nout)++] = tok;
@@ -395,7 +421,7 @@ int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t sto
 		if (*nout == max_new)
 			break;
 		t0 = wl_now_ms();
-		rc = run_rows(l, &l->step, &tok, 1, p, &logits, d);
+		rc = run_rows(l, &l->step, &tok, 1, p, &logits, &dev_id, d);
 		double dt = wl_now_ms() - t0;
 		rep->step_ms[rep->nsteps++] = dt;
 		rep->gen_ms += dt;                 /* the steps that read generated ids */

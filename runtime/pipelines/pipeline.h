@@ -109,6 +109,7 @@ typedef struct LlmInfo {
 	const char *target;
 	int prefill_rows;          /* N: prompt rows per prefill run */
 	int hidden;                /* D: hidden_states width */
+	bool argmax_on_device;     /* lm_head outputs token_ids (the greedy id), not logits */
 } LlmInfo;
 /* Opens PIPE_DIR (pipeline_read with kind "llm", then the step, prefill and lm_head programs). */
 int llm_open(const char *dir, int threads, Llm **out, Diag *d);
@@ -127,7 +128,8 @@ typedef struct LlmReport {
 	int nsteps, step_pos0;
 } LlmReport;
 /* Called with each generated id as it is produced, with the logits that
- * chose it (a view, valid during the call). Returns WL_OK or WL_ERR (stops). */
+ * chose it (a view, valid during the call; NULL when the pipeline's lm_head
+ * gives the id: argmax_on_device). Returns WL_OK or WL_ERR (stops). */
 typedef int (*LlmTokenFn)(void *ctx, int64_t id, const RTensor *logits, Diag *d);
 /* How the next id is chosen: temperature 0 = greedy (argmax, first index on
  * ties); else softmax(logits / temperature) restricted to the top_k ids
@@ -145,7 +147,8 @@ typedef struct LlmSampling {
 /* Decoding (sampling as above; NULL = greedy) of up to max_new ids after
  * prompt[0..np), stopping early at `stop` (>= 0) when it is generated (it is
  * not stored). Ids go to out (capacity max_new); *nout their count. Prompt
- * ids must be in [0, vocab) and np + max_new <= max_seq. */
+ * ids must be in [0, vocab) and np + max_new <= max_seq. An argmax_on_device
+ * pipeline decodes greedily only (sampling is an error). */
 int llm_generate(Llm *l, const int64_t *prompt, int np, int max_new, int64_t stop, const LlmSampling *smp,
                  int64_t *out, int *nout, LlmTokenFn fn, void *ctx, LlmReport *rep, Diag *d);
 

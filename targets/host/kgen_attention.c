@@ -34,7 +34,10 @@
  * (run time); pack copies only cache rows < nv and puts the T new rows right
  * after them (packed key j < nv: cache row j; nv + t: new row t, mask entry
  * P + t), so packing and attending cost O(nv) — the keys in use — not
- * O(max_seq); the present outputs get the T new rows only.
+ * O(max_seq); the present outputs get the T new rows only. With T <= DEC_MAXT
+ * (the step program) there is no pack at all: emit_decode reads the row-major
+ * cache in place (see there), so a step copies nothing and its time grows
+ * with the position only through the scores and the weighted sum.
  */
 #include <math.h>
 #include <float.h>
@@ -51,6 +54,7 @@ typedef struct Attn {
 	int a_q, a_k, a_v, a_pk, a_pv, a_cos, a_sin, a_mask, a_pos, a_out, a_prk, a_prv, a_scr;
 	int mask_dt, pos_dt;
 	int64_t pos_numel, cs_rows;
+	bool dec;   /* the decode path (emit_decode): static_cache, T <= DEC_MAXT */
 	/* tiling */
 	int64_t Br, Bc, Lp, hdp, nqb, pvc;
 	uint64_t off_kt, off_vp, off_bias, scratch;
@@ -66,9 +70,14 @@ static bool present_out(const Node *n, int i)
 	return i < n->noutputs && n->outputs[i];
 }
 
+/* Query rows up to which a static-cache GroupQueryAttention takes the decode
+ * path (the step program has T = 1; the prefill's 16 rows take the tiled one). */
+#define DEC_MAXT 4
+
 static void attn_tiling(HostGen *g, Attn *a)
 {
 	int64_t vw = g->vw > 0 ? g->vw : 16;
+	a->dec = a->stat && a->T <= DEC_MAXT;
 	a->Br = a->T < 8 ? a->T : 8;
 	if (!g->avx512 && a->Br > 4)
 		a->Br = 4;
@@ -86,6 +95,14 @@ static void attn_tiling(HostGen *g, Attn *a)
 	a->off_vp = ALIGN64(kt);
 	a->off_bias = a->off_vp + ALIGN64(vp);
 	a->scratch = a->off_bias + ALIGN64(bias);
+	if (a->dec) {
+		/* the decode path's scratch: the new rows only, Kn and Vn [B, Hkv, T, hd] */
+		uint64_t kn = (uint64_t)(a->B * a->Hkv * a->T * a->hd) * 4;
+		a->off_kt = 0;
+		a->off_vp = ALIGN64(kn);
+		a->off_bias = a->off_vp;
+		a->scratch = a->off_vp + ALIGN64(kn);
+	}
 }
 
 static int dims_of(HostGen *g, const Node *n, int i, int64_t dims[8], Diag *d)
@@ -637,6 +654,381 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	hg_par_end(g, &par);
 }
 
+/* ---------------------------------------------------------------- decode path
+ *
+ * GroupQueryAttention with static_cache and T <= DEC_MAXT query rows (the
+ * step program): no pack. One task per (batch, KV head) handles the
+ * R = (H/Hkv)·T query rows that share its keys:
+ *  - the T new rows are rotated / rounded once into the scratch Kn, Vn
+ *    [B, Hkv, T, hd] (and the present outputs);
+ *  - the cache rows j < nv are read in place from past_k / past_v (row-major
+ *    [B, Hkv, P, hd]), then the T new rows from Kn / Vn, in blocks of Bc keys;
+ *    per block and query row: scores are dot products over the head dimension
+ *    (<vw x float> products over hd, masked tail), vw keys at a time summed
+ *    by a transpose tree of two-source shuffles (dec_keys; lane masks only
+ *    in the block's last group), + the key bias of the attention mask
+ *    (vectors of the mask for a full block), causal among the new rows;
+ *    online softmax (running max m and sum l per row, p = exp(s − m) in a Bc
+ *    stack tile); O = alpha·O + p·V with V rows read as <vw x float> vectors
+ *    over hd (O in registers); a head dimension below one vector that
+ *    divides it packs vw/hd keys per vector (dec_packed), O's partial rows
+ *    folded at the end.
+ * Cost: O(nv·hd) reads of the cache, nothing copied, no O(max_seq) work
+ * beyond nvalid's scan of the mask. */
+
+/* &x[row·stride + v·vw] as a vector over the head dimension (masked tail),
+ * rounded to binary16 when fp16. */
+static LLVMValueRef dec_vrow(HostGen *g, const Attn *a, LLVMValueRef p, LLVMValueRef row, int64_t v)
+{
+	int64_t vw = g->vw, left = a->hd - v * vw;
+	LLVMValueRef i = add(g, mul(g, row, ci(g, a->hd)), ci(g, v * vw));
+	LLVMValueRef x = left >= vw ? hg_vload(g, p, i) : hg_vload_n(g, p, i, ci(g, left));
+	return r16(g, x, a->fp16);
+}
+
+/* q·k of key j (run time) as a vector over the head dimension: NV chunks,
+ * nothing read when j >= n (then 0); n NULL: j is a key (constant lane
+ * masks, no per-key test). */
+static LLVMValueRef dec_qk(HostGen *g, const Attn *a, LLVMValueRef kp, LLVMValueRef *qv, LLVMValueRef j, LLVMValueRef n)
+{
+	int64_t vw = g->vw, NV = a->hdp / vw;
+	LLVMValueRef in = n ? LLVMBuildICmp(g->b, LLVMIntSLT, j, n, "") : NULL;
+	LLVMValueRef acc = NULL;
+	for (int64_t v = 0; v < NV; v++) {
+		int64_t left = a->hd - v * vw < vw ? a->hd - v * vw : vw;
+		LLVMValueRef cnt = in ? LLVMBuildSelect(g->b, in, ci(g, left), ci(g, 0), "") : ci(g, left);
+		LLVMValueRef ki = add(g, mul(g, j, ci(g, a->hd)), ci(g, v * vw));
+		LLVMValueRef k = !in && left == vw ? hg_vload(g, kp, ki) : hg_vload_n(g, kp, ki, cnt);
+		k = r16(g, k, a->fp16);
+		acc = acc ? hg_fma(g, qv[v], k, acc) : LLVMBuildFMul(g->b, qv[v], k, "");
+	}
+	return acc;
+}
+
+/* The scores of keys j0 .. j0+cnt-1 (cnt a power of two <= vw): the q·k
+ * vectors of the keys reduced by a transpose tree, in key order — X holds
+ * cnt/2 keys' partial sums in blocks of b = 2·vw/cnt lanes, Y the next cnt/2;
+ * lo/hi take the first/second half of each block, X's blocks then Y's, and
+ * lo + hi holds cnt keys in blocks of b/2. One vector of vw sums at cnt = vw
+ * (vw − 1 two-source shuffles pairs instead of vw lane reductions). */
+static LLVMValueRef dec_keys(HostGen *g, const Attn *a, LLVMValueRef kp, LLVMValueRef *qv, LLVMValueRef j0,
+                             int64_t cnt, LLVMValueRef n)
+{
+	if (cnt == 1)
+		return dec_qk(g, a, kp, qv, j0, n);
+	int64_t vw = g->vw, half = cnt / 2, b = vw / half;
+	LLVMValueRef x = dec_keys(g, a, kp, qv, j0, half, n);
+	LLVMValueRef y = dec_keys(g, a, kp, qv, add(g, j0, ci(g, half)), half, n);
+	LLVMValueRef mlo[64], mhi[64];
+	for (int64_t m = 0; m < cnt; m++)
+		for (int64_t i = 0; i < b / 2; i++) {
+			int64_t src = m < half ? m * b + i : vw + (m - half) * b + i;
+			mlo[m * (b / 2) + i] = hg_i32(g, (int32_t)src);
+			mhi[m * (b / 2) + i] = hg_i32(g, (int32_t)(src + b / 2));
+		}
+	LLVMValueRef lo = LLVMBuildShuffleVector(g->b, x, y, LLVMConstVector(mlo, (unsigned)vw), "");
+	LLVMValueRef hi = LLVMBuildShuffleVector(g->b, x, y, LLVMConstVector(mhi, (unsigned)vw), "");
+	return LLVMBuildFAdd(g->b, lo, hi, "");
+}
+
+/* max over the lanes as a shuffle tree (llvm.vector.reduce.fmax without
+ * nnan is a serial NaN-checked chain) */
+static LLVMValueRef dec_vmax(HostGen *g, LLVMValueRef v)
+{
+	int64_t vw = g->vw;
+	for (int64_t w = vw / 2; w >= 1; w /= 2) {
+		LLVMValueRef idx[64];
+		for (int64_t l = 0; l < vw; l++)
+			idx[l] = hg_i32(g, (int32_t)((l + w) % vw));
+		v = hg_fmax(g, v, LLVMBuildShuffleVector(g->b, v, v, LLVMConstVector(idx, (unsigned)vw), ""));
+	}
+	return LLVMBuildExtractElement(g->b, v, hg_i32(g, 0), "");
+}
+
+/* Head dimensions smaller than a vector that divide it (stories260K: 8 of
+ * 16) pack vw/hd keys into one vector in the P·V product: O holds vw/hd
+ * partial rows, folded at the end. */
+static bool dec_packed(HostGen *g, const Attn *a)
+{
+	return a->hd < g->vw && g->vw % a->hd == 0;
+}
+
+/* One block of n (run time, 1..Bc) keys: rows kp[j·hd], vp[j·hd]; the mask
+ * entries of these keys start at mask[mrow]; newrows: the block holds the new
+ * rows (causal: query row t sees new key j iff j <= t). */
+static void emit_dec_block(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValueRef tiles[6], LLVMValueRef kp,
+                           LLVMValueRef vp, LLVMValueRef n, LLVMValueRef mrow, bool newrows)
+{
+	const int64_t vw = g->vw, Bc = a->Bc, NB = Bc / vw, NV = a->hdp / vw;
+	const int64_t R = a->H / a->Hkv * a->T;
+	LLVMValueRef Qs = tiles[0], Os = tiles[1], Ss = tiles[2], Ms = tiles[3], Ls = tiles[4], Bs = tiles[5];
+	LLVMValueRef zero = hg_f32(g, 0.0f), ninf = hg_f32(g, -INFINITY);
+
+	/* key bias: 0 / −3.4028235e38 (mask != 1) for j < n, −inf past n; a full
+	 * block as vectors of the mask */
+	HgIf fb;
+	hg_if_begin(g, &fb, LLVMBuildICmp(g->b, LLVMIntEQ, n, ci(g, Bc), ""));
+	{
+		LLVMTypeRef et = a->mask_dt == DT_INT32 ? g->t_i32 : g->t_i64;
+		LLVMTypeRef vt = LLVMVectorType(et, (unsigned)vw);
+		for (int64_t k = 0; k < Bc / vw; k++) {
+			LLVMValueRef mp = hg_gep(g, et, c[C_MASK], add(g, mrow, ci(g, k * vw)));
+			LLVMValueRef mv = LLVMBuildLoad2(g->b, vt, mp, "");
+			LLVMSetAlignment(mv, a->mask_dt == DT_INT32 ? 4 : 8);
+			LLVMValueRef ones[64];
+			for (int64_t l = 0; l < vw; l++)
+				ones[l] = LLVMConstInt(et, 1, 0);
+			LLVMValueRef off = LLVMBuildICmp(g->b, LLVMIntNE, mv, LLVMConstVector(ones, (unsigned)vw), "");
+			hg_vstore(g, LLVMBuildSelect(g->b, off, hg_vconst(g, -3.4028234663852886e38f), hg_vconst(g, 0.0f), ""),
+			          Bs, ci(g, k * vw));
+		}
+	}
+	hg_if_else(g, &fb);
+	{
+		HgLoop lj;
+		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), ci(g, Bc), 1, "dbj");
+		LLVMValueRef inside = LLVMBuildICmp(g->b, LLVMIntSLT, j, n, "");
+		LLVMValueRef jc = LLVMBuildSelect(g->b, inside, j, ci(g, 0), "");
+		LLVMValueRef mval = load_int(g, a->mask_dt, c[C_MASK], add(g, mrow, jc));
+		LLVMValueRef off = LLVMBuildICmp(g->b, LLVMIntNE, mval, ci(g, 1), "");
+		LLVMValueRef v = LLVMBuildSelect(g->b, off, hg_f32(g, -3.4028234663852886e38f), zero, "");
+		hg_store(g, LLVMBuildSelect(g->b, inside, v, ninf, ""), Bs, j);
+		hg_loop_end(g, &lj);
+	}
+	hg_if_end(g, &fb);
+	HgLoop lr;
+	LLVMValueRef r = hg_loop_begin(g, &lr, ci(g, 0), ci(g, R), 1, "dr");
+	LLVMValueRef t = LLVMBuildSRem(g->b, r, ci(g, a->T), "t");
+	LLVMValueRef qv[64], ov[64];
+	WL_ASSERT(NV <= 32);
+	for (int64_t v = 0; v < NV; v++)
+		qv[v] = hg_vload(g, Qs, add(g, mul(g, r, ci(g, a->hdp)), ci(g, v * vw)));
+	/* scores, vw keys at a time (dec_keys) + the key bias (−inf past n), the
+	 * groups past n −inf */
+	{
+		LLVMValueRef ng = mul(g, LLVMBuildSDiv(g->b, add(g, n, ci(g, vw - 1)), ci(g, vw), ""), ci(g, vw));
+		HgLoop lj;
+		LLVMValueRef j0 = hg_loop_begin(g, &lj, ci(g, 0), ng, vw, "dsj");
+		/* a full group (every load unmasked or with a constant mask), else the last one */
+		HgIf fi;
+		hg_if_begin(g, &fi, LLVMBuildICmp(g->b, LLVMIntSLE, add(g, j0, ci(g, vw)), n, ""));
+		hg_vstore(g, dec_keys(g, a, kp, qv, j0, vw, NULL), Ss, j0);
+		hg_if_else(g, &fi);
+		hg_vstore(g, dec_keys(g, a, kp, qv, j0, vw, n), Ss, j0);
+		hg_if_end(g, &fi);
+		LLVMValueRef sv = LLVMBuildFAdd(g->b, hg_vload(g, Ss, j0), hg_vload(g, Bs, j0), "s");
+		if (newrows && a->causal) {
+			LLVMValueRef lanes[64];
+			for (int64_t k = 0; k < vw; k++)
+				lanes[k] = hg_i32(g, (int32_t)k);
+			LLVMValueRef jv = LLVMBuildAdd(g->b, LLVMConstVector(lanes, (unsigned)vw),
+			                               hg_vsplat(g, LLVMBuildTrunc(g->b, j0, g->t_i32, "")), "");
+			LLVMValueRef over = LLVMBuildICmp(g->b, LLVMIntSGT, jv, hg_vsplat(g, LLVMBuildTrunc(g->b, t, g->t_i32, "")), "");
+			sv = LLVMBuildSelect(g->b, over, hg_vconst(g, -INFINITY), sv, "");
+		}
+		hg_vstore(g, sv, Ss, j0);
+		hg_loop_end(g, &lj);
+		HgLoop lz;
+		LLVMValueRef jz = hg_loop_begin(g, &lz, ng, ci(g, Bc), vw, "dsz");
+		hg_vstore(g, hg_vconst(g, -INFINITY), Ss, jz);
+		hg_loop_end(g, &lz);
+	}
+	/* online softmax */
+	LLVMValueRef sv[16], mx = NULL;
+	WL_ASSERT(NB <= 16);
+	for (int64_t k = 0; k < NB; k++) {
+		sv[k] = hg_vload(g, Ss, ci(g, k * vw));
+		mx = mx ? hg_fmax(g, mx, sv[k]) : sv[k];
+	}
+	LLVMValueRef m = hg_load(g, g->t_f32, Ms, r);
+	LLVMValueRef mnew = hg_fmax(g, m, dec_vmax(g, mx));
+	LLVMValueRef alpha = hg_exp(g, LLVMBuildFSub(g->b, m, mnew, ""));
+	LLVMValueRef mv = hg_vsplat(g, mnew), psum = NULL;
+	for (int64_t k = 0; k < NB; k++) {
+		LLVMValueRef p = hg_exp(g, LLVMBuildFSub(g->b, sv[k], mv, ""));
+		hg_vstore(g, p, Ss, ci(g, k * vw));
+		psum = psum ? LLVMBuildFAdd(g->b, psum, p, "") : p;
+	}
+	hg_store(g, hg_fma(g, hg_load(g, g->t_f32, Ls, r), alpha, hg_vreduce_add(g, psum)), Ls, r);
+	hg_store(g, mnew, Ms, r);
+	/* O = alpha·O + P V */
+	LLVMValueRef av = hg_vsplat(g, alpha);
+	LLVMValueRef orow = mul(g, r, ci(g, a->hdp));
+	for (int64_t v = 0; v < NV; v++)
+		ov[v] = LLVMBuildFMul(g->b, hg_vload(g, Os, add(g, orow, ci(g, v * vw))), av, "");
+	if (dec_packed(g, a)) {
+		/* kv = vw/hd keys per vector: V rows j..j+kv-1 (contiguous, masked past n),
+		 * p lanes l → p[j + l/hd] */
+		int64_t kv = vw / a->hd;
+		LLVMValueRef idx[64];
+		for (int64_t l = 0; l < vw; l++)
+			idx[l] = hg_i32(g, (int32_t)(l / a->hd));
+		LLVMValueRef spread = LLVMConstVector(idx, (unsigned)vw);
+		/* two accumulators (2·kv keys per iteration): two FMA chains; the
+		 * iterations below nfull read whole vectors, the last one is masked */
+		LLVMValueRef nfull = mul(g, LLVMBuildSDiv(g->b, n, ci(g, 2 * kv), ""), ci(g, 2 * kv));
+		LLVMValueRef acc[2] = {ov[0], hg_vconst(g, 0.0f)};
+		for (int tail = 0; tail < 2; tail++) {
+			HgLoop lj;
+			LLVMValueRef j = hg_loop_begin(g, &lj, tail ? nfull : ci(g, 0), tail ? n : nfull, 2 * kv, "dpj");
+			LLVMValueRef o[2] = {hg_loop_carry(g, &lj, acc[0]), hg_loop_carry(g, &lj, acc[1])};
+			for (int u = 0; u < 2; u++) {
+				LLVMValueRef ju = add(g, j, ci(g, u * kv));
+				LLVMValueRef vi = mul(g, ju, ci(g, a->hd)), vr;
+				if (tail) {
+					LLVMValueRef left = LLVMBuildSub(g->b, n, ju, "");
+					left = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, left, ci(g, 0), ""), ci(g, 0), left, "");
+					LLVMValueRef rows = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, left, ci(g, kv), ""),
+					                                    left, ci(g, kv), "");
+					vr = hg_vload_n(g, vp, vi, mul(g, rows, ci(g, a->hd)));
+				} else {
+					vr = hg_vload(g, vp, vi);
+				}
+				vr = r16(g, vr, a->fp16);
+				LLVMValueRef pl = hg_vload(g, Ss, ju);
+				LLVMValueRef pe = LLVMBuildShuffleVector(g->b, pl, pl, spread, "");
+				hg_loop_next(g, &lj, o[u], hg_fma(g, pe, vr, o[u]));
+			}
+			hg_loop_end(g, &lj);
+			acc[0] = o[0];
+			acc[1] = o[1];
+		}
+		hg_vstore(g, LLVMBuildFAdd(g->b, acc[0], acc[1], ""), Os, orow);
+	} else {
+		HgLoop lj;
+		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), n, 1, "dpj");
+		LLVMValueRef o[64];
+		for (int64_t v = 0; v < NV; v++)
+			o[v] = hg_loop_carry(g, &lj, ov[v]);
+		LLVMValueRef pj = hg_vbroadcast(g, Ss, j);
+		for (int64_t v = 0; v < NV; v++)
+			hg_loop_next(g, &lj, o[v], hg_fma(g, pj, dec_vrow(g, a, vp, j, v), o[v]));
+		hg_loop_end(g, &lj);
+		for (int64_t v = 0; v < NV; v++)
+			hg_vstore(g, o[v], Os, add(g, orow, ci(g, v * vw)));
+	}
+	hg_loop_end(g, &lr);
+}
+
+static void emit_decode(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef *caps)
+{
+	const int64_t vw = g->vw, NV = a->hdp / vw, group = a->H / a->Hkv, R = group * a->T;
+	const int64_t D = a->H * a->hd, Bc = a->Bc;
+	HgPar par;
+	hg_par_begin(g, &par, api, ci(g, a->B * a->Hkv), caps, C_N, "attn_decode");
+	LLVMValueRef *c = par.cap;
+	LLVMValueRef tiles[6];
+	tiles[0] = hg_alloca(g, g->t_f32, R * a->hdp, 64, "dqtile");
+	tiles[1] = hg_alloca(g, g->t_f32, R * a->hdp, 64, "dotile");
+	tiles[2] = hg_alloca(g, g->t_f32, 2 * Bc, 64, "dstile");   /* Bc + the packed P·V's overread */
+	tiles[3] = hg_alloca(g, g->t_f32, R, 4, "dm");
+	tiles[4] = hg_alloca(g, g->t_f32, R, 4, "dl");
+	tiles[5] = hg_alloca(g, g->t_f32, Bc, 64, "dbias");
+	LLVMValueRef Qs = tiles[0], Os = tiles[1], Ms = tiles[3], Ls = tiles[4];
+	LLVMValueRef zero = hg_f32(g, 0.0f), vzero = hg_vconst(g, 0.0f);
+
+	HgLoop lt;
+	LLVMValueRef task = hg_loop_begin(g, &lt, par.i0, par.i1, 1, "bk");
+	LLVMValueRef b = LLVMBuildSDiv(g->b, task, ci(g, a->Hkv), "b");
+	LLVMValueRef kh = LLVMBuildSRem(g->b, task, ci(g, a->Hkv), "kh");
+	LLVMValueRef kn = hg_gepf(g, c[C_KT], mul(g, task, ci(g, a->T * a->hd)));
+	LLVMValueRef vn = hg_gepf(g, c[C_VP], mul(g, task, ci(g, a->T * a->hd)));
+	LLVMValueRef prk = a->a_prk >= 0 ? hg_gepf(g, c[C_PRK], mul(g, task, ci(g, a->T * a->hd))) : NULL;
+	LLVMValueRef prv = a->a_prv >= 0 ? hg_gepf(g, c[C_PRV], mul(g, task, ci(g, a->T * a->hd))) : NULL;
+	LLVMValueRef nv = c[C_NV];
+
+	/* the new rows: rotated / rounded k, rounded v → Kn, Vn and the presents */
+	{
+		HgLoop ls;
+		LLVMValueRef s = hg_loop_begin(g, &ls, ci(g, 0), ci(g, a->T), 1, "ds");
+		LLVMValueRef off = add(g, mul(g, add(g, mul(g, b, ci(g, a->T)), s), ci(g, a->Hkv * a->hd)), mul(g, kh, ci(g, a->hd)));
+		LLVMValueRef ks = hg_gepf(g, c[C_K], off), vs = hg_gepf(g, c[C_V], off);
+		LLVMValueRef crow = a->rope ? rope_row(g, a, c[C_POS], b, s) : NULL;
+		HgLoop le;
+		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "de");
+		LLVMValueRef kval = r16(g, row_elem(g, a, ks, e, a->rope, c[C_COS], c[C_SIN], crow), a->fp16);
+		LLVMValueRef vval = r16(g, hg_load(g, g->t_f32, vs, e), a->fp16);
+		LLVMValueRef di = add(g, mul(g, s, ci(g, a->hd)), e);
+		hg_store(g, kval, kn, di);
+		hg_store(g, vval, vn, di);
+		if (prk)
+			hg_store(g, kval, prk, di);
+		if (prv)
+			hg_store(g, vval, prv, di);
+		hg_loop_end(g, &le);
+		hg_loop_end(g, &ls);
+	}
+	/* query rows r = gi·T + t (head kh·group + gi): scale · q, rotated, rounded; O = 0 */
+	{
+		HgLoop lr;
+		LLVMValueRef r = hg_loop_begin(g, &lr, ci(g, 0), ci(g, R), 1, "dqr");
+		LLVMValueRef gi = LLVMBuildSDiv(g->b, r, ci(g, a->T), "gi");
+		LLVMValueRef t = LLVMBuildSRem(g->b, r, ci(g, a->T), "t");
+		LLVMValueRef h = add(g, mul(g, kh, ci(g, group)), gi);
+		LLVMValueRef src = hg_gepf(g, c[C_Q], add(g, mul(g, add(g, mul(g, b, ci(g, a->T)), t), ci(g, D)), mul(g, h, ci(g, a->hd))));
+		LLVMValueRef crow = a->rope ? rope_row(g, a, c[C_POS], b, t) : NULL;
+		LLVMValueRef qrow = mul(g, r, ci(g, a->hdp));
+		HgLoop le;
+		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "dqe");
+		LLVMValueRef x = row_elem(g, a, src, e, a->rope, c[C_COS], c[C_SIN], crow);
+		hg_store(g, LLVMBuildFMul(g->b, x, hg_f32(g, a->scale), ""), Qs, add(g, qrow, e));
+		hg_loop_end(g, &le);
+		for (int64_t ee = a->hd; ee < a->hdp; ee++)
+			hg_store(g, zero, Qs, add(g, qrow, ci(g, ee)));
+		for (int64_t v = 0; v < NV; v++)
+			hg_vstore(g, vzero, Os, add(g, qrow, ci(g, v * vw)));
+		hg_store(g, hg_f32(g, -FLT_MAX), Ms, r);
+		hg_store(g, zero, Ls, r);
+		hg_loop_end(g, &lr);
+	}
+	/* the cache rows in use, read in place, then the new rows */
+	{
+		LLVMValueRef pk = hg_gepf(g, c[C_PK], mul(g, task, ci(g, a->P * a->hd)));
+		LLVMValueRef pv = hg_gepf(g, c[C_PV], mul(g, task, ci(g, a->P * a->hd)));
+		HgLoop lj;
+		LLVMValueRef j0 = hg_loop_begin(g, &lj, ci(g, 0), nv, Bc, "dj0");
+		LLVMValueRef left = LLVMBuildSub(g->b, nv, j0, "");
+		LLVMValueRef n = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, left, ci(g, Bc), ""), left, ci(g, Bc), "n");
+		LLVMValueRef ro = mul(g, j0, ci(g, a->hd));
+		emit_dec_block(g, a, c, tiles, hg_gepf(g, pk, ro), hg_gepf(g, pv, ro), n,
+		               add(g, mul(g, b, ci(g, a->L)), j0), false);
+		hg_loop_end(g, &lj);
+	}
+	emit_dec_block(g, a, c, tiles, kn, vn, ci(g, a->T), add(g, mul(g, b, ci(g, a->L)), ci(g, a->P)), true);
+	/* out = O / l */
+	{
+		HgLoop lr;
+		LLVMValueRef r = hg_loop_begin(g, &lr, ci(g, 0), ci(g, R), 1, "dor");
+		LLVMValueRef gi = LLVMBuildSDiv(g->b, r, ci(g, a->T), "gi");
+		LLVMValueRef t = LLVMBuildSRem(g->b, r, ci(g, a->T), "t");
+		LLVMValueRef h = add(g, mul(g, kh, ci(g, group)), gi);
+		LLVMValueRef dst = hg_gepf(g, c[C_OUT], add(g, mul(g, add(g, mul(g, b, ci(g, a->T)), t), ci(g, D)), mul(g, h, ci(g, a->hd))));
+		LLVMValueRef invv = hg_vsplat(g, LLVMBuildFDiv(g->b, hg_f32(g, 1.0f), hg_load(g, g->t_f32, Ls, r), ""));
+		if (dec_packed(g, a)) {
+			/* fold the vw/hd partial rows: lanes e < hd get Σ_s O[s·hd + e] */
+			LLVMValueRef o = hg_vload(g, Os, mul(g, r, ci(g, a->hdp)));
+			for (int64_t w = vw / 2; w >= a->hd; w /= 2) {
+				LLVMValueRef idx[64];
+				for (int64_t l = 0; l < vw; l++)
+					idx[l] = hg_i32(g, (int32_t)((l + w) % vw));
+				o = LLVMBuildFAdd(g->b, o, LLVMBuildShuffleVector(g->b, o, o, LLVMConstVector(idx, (unsigned)vw), ""), "");
+			}
+			hg_vstore_n(g, r16(g, LLVMBuildFMul(g->b, o, invv, ""), a->fp16), dst, ci(g, 0), ci(g, a->hd));
+		}
+		for (int64_t v = 0; !dec_packed(g, a) && v < NV; v++) {
+			LLVMValueRef y = r16(g, LLVMBuildFMul(g->b, hg_vload(g, Os, add(g, mul(g, r, ci(g, a->hdp)), ci(g, v * vw))), invv, ""), a->fp16);
+			int64_t left = a->hd - v * vw;
+			if (left >= vw)
+				hg_vstore(g, y, dst, ci(g, v * vw));
+			else
+				hg_vstore_n(g, y, dst, ci(g, v * vw), ci(g, left));
+		}
+		hg_loop_end(g, &lr);
+	}
+	hg_loop_end(g, &lt);
+	hg_par_end(g, &par);
+}
+
 /* static_cache: the cache rows in use, nv = 1 + the last j < P with
  * attention_mask[b, j] == 1 over the batches (0 when none). Keys past nv are
  * masked: leaving them out changes nothing but the case the op leaves open
@@ -685,6 +1077,10 @@ static int emit_attn(HostGen *g, const Attn *a, LLVMValueRef fn)
 		return WL_OK;
 	if (a->stat)
 		caps[C_NV] = emit_nvalid(g, a, caps[C_MASK]);
+	if (a->dec) {
+		emit_decode(g, a, api, caps);
+		return WL_OK;
+	}
 	emit_pack(g, a, api, caps);
 	emit_attend(g, a, api, caps);
 	return WL_OK;

@@ -122,6 +122,46 @@ def gqa(name, B=1, T=5, H=4, Hkv=2, hd=16, P=0, causal=1, rope=1, mask=False, po
     return name, graph("GroupQueryAttention", attrs, ins, outs), feeds
 
 
+def gqa_static(name, B=1, T=1, H=4, Hkv=2, hd=16, P=40, nv=(7,), causal=1, rope=1, fp16=0, mask_dt="int64",
+               rng=None):
+    """static_cache = 1 (the LLM step): past_k/past_v are a cache of P rows of which
+    rows < nv[b] are in use (mask 1; row 0 masked out too when nv > 2), then the T
+    new rows; present = the T new rows. T <= 4 takes kgen_attention.c's decode path."""
+    feeds = {"q": rnd(rng, (B, T, H * hd)), "k": rnd(rng, (B, T, Hkv * hd)), "v": rnd(rng, (B, T, Hkv * hd))}
+    ins = [("q", "float", (B, T, H * hd)), ("k", "float", (B, T, Hkv * hd)), ("v", "float", (B, T, Hkv * hd))]
+    rows = P + T
+    if rope:
+        inv = 1.0 / (10000 ** (np.arange(0, hd, 2) / hd))
+        fr = np.outer(np.arange(rows), inv)
+        emb = np.concatenate([fr, fr], axis=-1)
+        feeds["cos"] = np.cos(emb).astype(np.float32)
+        feeds["sin"] = np.sin(emb).astype(np.float32)
+        ins += [("cos", "float", (rows, hd)), ("sin", "float", (rows, hd))]
+    else:
+        ins += [("", "", ()), ("", "", ())]
+    feeds["pk"] = rnd(rng, (B, Hkv, P, hd))
+    feeds["pv"] = rnd(rng, (B, Hkv, P, hd))
+    ins += [("pk", "float", (B, Hkv, P, hd)), ("pv", "float", (B, Hkv, P, hd))]
+    mdt = np.int64 if mask_dt == "int64" else np.int32
+    m = np.zeros((B, P + T), mdt)
+    for b in range(B):
+        m[b, :nv[b]] = 1
+        if nv[b] > 2:
+            m[b, 0] = 0
+    m[:, P:] = 1
+    feeds["mask"] = m
+    ins.append(("mask", mask_dt, (B, P + T)))
+    pos = np.array([[max(nv) + t for t in range(T)]], np.int64)
+    feeds["pos"] = pos
+    ins.append(("pos", "int64", (1, T)))
+    outs = [("o", "float", (B, T, H * hd)), ("prk", "float", (B, Hkv, T, hd)), ("prv", "float", (B, Hkv, T, hd))]
+    attrs = [("heads", H), ("kv_heads", Hkv), ("head_dim", hd), ("scale", "%.9g" % hd ** -0.5),
+             ("causal", causal), ("rope", rope), ("static_cache", 1)]
+    if fp16:
+        attrs.append(("fp16", 1))
+    return name, graph("GroupQueryAttention", attrs, ins, outs), feeds
+
+
 def conv_stem(name, B=1, C=6, F=21, D=40, rng=None):
     F2 = (F - 1) // 2 + 1
     feeds = {"x": rnd(rng, (B, C, F)), "w1": rnd(rng, (D, C, 3), 0.3), "b1": rnd(rng, (D,), 0.1),
@@ -156,6 +196,18 @@ def cases(rng):
         gqa("gqa_past_mask_pos", T=1, P=6, mask=True, pos=True, rows=32, rng=rng),
         gqa("gqa_prefill_mask_pos", T=6, P=3, mask=True, pos=True, rows=16, fp16=1, rng=rng),
         gqa("gqa_norope", T=9, rope=0, causal=0, H=6, Hkv=3, rng=rng),
+        # static cache, decode path: empty cache (first step), head_dim 8 and 4 (< one vector:
+        # keys packed in the P·V product; stories260K has 8) and 20 (a masked tail), nv across a key block (33, 65), the full
+        # cache, T = 3 causal among the new rows, 2 batches with different nv, MHA and
+        # group 4, int32 mask, fp16, no RoPE; T = 6 stays on the tiled path
+        gqa_static("gqa_static_empty", nv=(0,), hd=8, H=8, Hkv=4, rng=rng),
+        gqa_static("gqa_static_hd8", nv=(33,), hd=8, H=8, Hkv=4, P=64, rng=rng),
+        gqa_static("gqa_static_tail", nv=(65,), hd=20, P=70, mask_dt="int32", rng=rng),
+        gqa_static("gqa_static_full_t3", T=3, nv=(40,), hd=64, H=8, Hkv=2, rng=rng),
+        gqa_static("gqa_static_b2", B=2, nv=(5, 31), H=2, Hkv=2, hd=32, fp16=1, rng=rng),
+        gqa_static("gqa_static_hd4_g4", T=2, nv=(21,), hd=4, H=4, Hkv=1, P=24, rng=rng),
+        gqa_static("gqa_static_norope", T=2, nv=(17,), rope=0, causal=0, hd=24, P=20, rng=rng),
+        gqa_static("gqa_static_tiled_t6", T=6, nv=(9,), hd=16, P=24, rng=rng),
         conv_stem("stem_small", rng=rng),
         conv_stem("stem_wide", C=16, F=30, D=80, rng=rng),
         conv_stem("stem_tail", B=2, C=5, F=17, D=72, rng=rng),

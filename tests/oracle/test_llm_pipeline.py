@@ -26,7 +26,11 @@
    whose decoder_with_past is traced without a causal part, the prefill is decoder_model and
    the 5 rows after it go through step).
 5. --model EXPORT --target ref: compiled into $WLOWER_CACHE on first use, reused after.
-6. Sampling (--temperature 0.8 --top-k 40 --top-p 0.9 --seed S): the same ids for one seed on
+6. --argmax-on-device: lm_head is RMSNorm + projection + GreedyArgMax with output token_ids
+   int32 [1,1] (pipeline.json llm.argmax_on_device true); the 64 ids are still run.c's; sampling
+   or --dump-logits on such a pipeline is a usage error (exit 2); the flag without --pipeline llm
+   and --append-argmax with it are usage errors.
+6b. Sampling (--temperature 0.8 --top-k 40 --top-p 0.9 --seed S): the same ids for one seed on
    one target, run after run, others for another seed. (Across targets the ids agree only as
    long as the logits do: a draw near a bucket boundary follows the last bits.)
 7. Bad input, one line on stderr and exit 1 (2 for usage), nothing left behind: a prompt longer
@@ -179,8 +183,9 @@ def main():
                     ops.get("ai.wlower.GroupQueryAttention") == 5 and len(pres) == 10 and
                     all(s == [1, 4, rows, 8] for s in pres) and outs.get("hidden_states") == [1, rows, 64] and
                     "logits" not in outs, json.dumps(ops) + " " + str(outs))
-        t.check("programs prefill, step and lm_head",
-                sorted(p["name"] for p in pj["programs"]) == ["lm_head", "prefill", "step"])
+        t.check("programs prefill, step and lm_head; llm.argmax_on_device false",
+                sorted(p["name"] for p in pj["programs"]) == ["lm_head", "prefill", "step"] and
+                pj["llm"].get("argmax_on_device") is False)
         js = os.path.join(work, "gen-%s.json" % target)
         r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", "1", "--max-new-tokens", "64",
                  "--threads", "2", "--json", js])
@@ -219,6 +224,39 @@ def main():
             got.append(r.stdout.strip() if r.returncode == 0 else None)
         t.check("%s: --seed 1 twice, the same ids" % target, got[0] is not None and got[0] == got[1], str(got))
         t.check("%s: --seed 2 differs from --seed 1" % target, got[2] is not None and got[2] != got[0], str(got))
+    print("--argmax-on-device (lm_head outputs the greedy id):", flush=True)
+    for target in pipes:
+        pipe = os.path.join(work, "pipe-argmax-" + target)
+        shutil.rmtree(pipe, ignore_errors=True)
+        r = run([W, export, "--pipeline", "llm", "--target", target, "--max-seq", "128", "--argmax-on-device",
+                 "-o", pipe])
+        t.check("%s: compile" % target, r.returncode == 0, r.stderr.strip()[-300:])
+        if r.returncode:
+            continue
+        pj = json.load(open(os.path.join(pipe, "pipeline.json")))
+        head = next(p for p in pj["programs"] if p["name"] == "lm_head")
+        outs = [(o["name"], o["dtype"], o["shape"]) for o in head["outputs"]]
+        t.check("%s: pipeline.json llm.argmax_on_device; lm_head RMSNorm + MatMulNBits + GreedyArgMax -> "
+                "token_ids int32 [1,1]" % target,
+                pj["llm"].get("argmax_on_device") is True and
+                head["op_counts"] == {"ai.wlower.RMSNorm": 1, "ai.wlower.MatMulNBits": 1,
+                                      "ai.wlower.GreedyArgMax": 1} and outs == [("token_ids", "int32", [1, 1])],
+                json.dumps(head["op_counts"]) + " " + str(outs))
+        js = os.path.join(work, "gen-argmax-%s.json" % target)
+        r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", "1", "--max-new-tokens", "64",
+                 "--threads", "2", "--json", js])
+        t.check("%s: 64 greedy ids equal llama2.c run.c's" % target,
+                r.returncode == 0 and r.stdout.strip() == ",".join(map(str, want)) and
+                json.load(open(js))["report"].get("argmax_on_device") is True,
+                r.stdout.strip()[:200] + r.stderr.strip()[-200:])
+        r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", "1", "--temperature", "0.8"])
+        t.check("%s: sampling on it is a usage error" % target, *one_line_error(r, 2, "--argmax-on-device"))
+        r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", "1", "--dump-logits", os.path.join(work, "dl")])
+        t.check("%s: --dump-logits on it is a usage error" % target, *one_line_error(r, 2, "--argmax-on-device"))
+    r = run([W, export, "--argmax-on-device", "--target", "host", "-o", os.path.join(work, "x")])
+    t.check("--argmax-on-device without --pipeline llm (usage)", *one_line_error(r, 2, "--pipeline llm"))
+    r = run([W, export, "--pipeline", "llm", "--target", "ref", "--append-argmax", "-o", os.path.join(work, "x")])
+    t.check("--append-argmax with --pipeline llm (usage)", *one_line_error(r, 2, "--argmax-on-device"))
     print("--model (compiled into a cache on first use):", flush=True)
     env = dict(os.environ, WLOWER_CACHE=os.path.join(work, "cache"))
     shutil.rmtree(env["WLOWER_CACHE"], ignore_errors=True)

@@ -11,7 +11,8 @@
    per token, saturation per program, the vendor's per-run table (stderr and --json).
 2. The qc runner (one module_sim --serve process) against `wlower sim` (a process per run) on the
    inputs of positions 0 and 1: logits bit-identical.
-   --tranges DIR (the first pipeline's folder) gives the same step program (module.cpp); `generate --model
+   --tranges DIR (the first pipeline's folder) gives the same step program (module.cpp), here with
+   --argmax-on-device (lm_head ends in GreedyArgMax: 16 ids, still run.c's); `generate --model
    EXPORT --target qc-n --calibrate ...` compiles into $WLOWER_CACHE on first use and reuses it.
 3. Seeded Qwen2/Llama-shaped exports (examples/models/hf_llama.py; one 4-bit from `wlower quantize`)
    on qc-n and qc-u: `wlower generate --prompt-ids 1,5,9 --max-new-tokens 16` equal to ONNX Runtime's
@@ -130,10 +131,17 @@ def stories(W, work, env, t):
     again = os.path.join(work, "pipe-stories-qc-n-tranges")
     shutil.rmtree(again, ignore_errors=True)
     r = run([W, export, "--pipeline", "llm", "--target", "qc-n", "--cores", "1", "--max-seq", "128",
-             "--tranges", pipe, "-o", again], env=env)
+             "--tranges", pipe, "--argmax-on-device", "-o", again], env=env)
     same = r.returncode == 0 and open(os.path.join(pipe, "step", "module.cpp")).read() == \
         open(os.path.join(again, "step", "module.cpp")).read()
     t.check("--tranges DIR (the first pipeline): the same step program", same, r.stderr.strip()[-300:])
+    # --argmax-on-device (the same ranges): lm_head gives the id on the device, the ids stay run.c's
+    r = run([W, "generate", "--pipeline", again, "--prompt-ids", "1", "--max-new-tokens", "16"], env=env) \
+        if same else r
+    t.check("--argmax-on-device on qc-n: 16 greedy ids equal run.c's",
+            same and r.returncode == 0 and r.stdout.strip() == ",".join(map(str, want[:16])) and
+            json.load(open(os.path.join(again, "pipeline.json")))["llm"].get("argmax_on_device") is True,
+            r.stdout.strip()[:200] + r.stderr.strip()[-300:])
     cenv = dict(env, WLOWER_CACHE=os.path.join(work, "pipelines"))
     shutil.rmtree(cenv["WLOWER_CACHE"], ignore_errors=True)
     outs = []

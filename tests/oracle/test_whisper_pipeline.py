@@ -406,6 +406,11 @@ def main():
             print(r.stderr)
             t.check("generate the export", False)
             return 1
+    r = subprocess.run(["sh", os.path.join(HERE, "install.sh")], capture_output=True, text=True)
+    if r.returncode:        # ONNX Runtime and tiktoken (npm), whatever ran before
+        print(r.stderr)
+        t.check("install the oracle (tests/oracle/install.sh)", False)
+        return 1
     rate, ch, pcm = read_wav(JFK)
     clip = os.path.join(work, "clip.wav")
     write_wav(clip, 16000, 1, pcm[16000:24000 + 16000])     # 1.5 s from 1.0 s
