@@ -766,7 +766,7 @@ def gen_cli(fx, rng):
     cmp = ["compare", fx.p("model.onnx"), fx.p("model.onnx"), "--input", "x=" + fx.p("x.npy")]
     for opt, argv, vals in (("--synthetic", ["quantize", fx.p("model.onnx"), "--int8", "-o", "out.onnx"],
                              ["0", "-1", "abc", "1e9", "99999999999999999999"]),
-                            ("--calibration", q8, ["entropy", "", "max"]),
+                            ("--calibration", q8, ["kl", "", "max"]),
                             ("--exclude-op", q8, ["", ",", "Add,"]),
                             ("--threshold", cmp, ["abc", "nan", "1e9", "inf"])):
         for v in vals:
