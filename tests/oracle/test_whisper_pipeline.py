@@ -151,7 +151,7 @@ def tranges_of(path):
 
 def qc_case(W, t, work, export, clip, pcm, full):
     """qc-p x4 32 MB: calibrated on two other cuts of jfk.wav, transcribed on the emulator."""
-    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(work, "cache"))   # the module_sim builds, kept
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(work, "simcache"))   # the module_sim builds, kept across runs
     cal = []
     for i, (a, b) in enumerate(((48000, 80000), (100000, 130000))):     # not the test clip (16000..40000)
         cal.append(os.path.join(work, "cal%d.wav" % i))
