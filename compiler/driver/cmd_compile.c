@@ -69,7 +69,7 @@ static const char usage_main[] =
 "                        position (input position_ids [1]) and a key mask (input\n"
 "                        attention_mask [1, P+1]) so one static-size cache serves every\n"
 "                        position (passes kv-step-position, kv-step-mask)\n""\n"
-"pipelines (several programs in one folder, run by 'wlower generate'):\n"
+"pipelines (several programs in one folder, run by 'wlower generate' or 'wlower transcribe'):\n"
 "  --pipeline llm --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR\n"
 "                        MODEL is an LLM folder (an Optimum export); the KV-cached\n"
 "                        prefill, step and lm_head programs into PIPE_DIR (hardware\n"

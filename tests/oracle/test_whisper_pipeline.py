@@ -27,7 +27,8 @@
    qc-p x4 32 MB (--qc full): compiled with --calibrate on two other cuts of jfk.wav (mel, encoder,
    step on Chimera, cross_kv on ref), the same window-0 ids as the ONNX Runtime loop, per-step logits
    >= 40 dB, the simulated report (per window, per token, RTF, saturation, the vendor's tables; json
-   report.sim consistent), --tranges PIPE giving the same modules; without --calibrate/--tranges a
+   report.sim consistent), jfk.wav (several windows) equal to the float pipeline's segments and ids,
+   --tranges PIPE giving the same modules, transcribe --model --target qc-p; without --calibrate/--tranges a
    usage error, an unreadable calibration clip named (--qc errors: these two only).
 5. The fitted fixture (examples/models/whisper_fit.py --fast, cached in WORKDIR/fitted while the
    generator scripts are unchanged): on each --fit-targets target, `wlower transcribe` prints the
@@ -248,9 +249,9 @@ def tranges_of(path):
     return json.load(open(path))["tensors"] if os.path.exists(path) else {}
 
 
-def qc_case(W, t, work, export, clip, pcm, full):
+def qc_case(W, t, work, export, clip, pcm, full, ref_pipe):
     """qc-p x4 32 MB: calibrated on two other cuts of jfk.wav, transcribed on the emulator."""
-    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(work, "cache"))   # the module_sim builds, kept
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(work, "simcache"))   # the module_sim builds, kept across runs
     cal = []
     for i, (a, b) in enumerate(((48000, 80000), (100000, 130000))):     # not the test clip (16000..40000)
         cal.append(os.path.join(work, "cal%d.wav" % i))
@@ -320,6 +321,14 @@ def qc_case(W, t, work, export, clip, pcm, full):
         open(os.path.join(pipe, n, "module.cpp"), "rb").read() == open(os.path.join(pipe2, n, "module.cpp"), "rb").read()
         for n in ("mel", "encoder", "step"))
     t.check("qc-p --tranges PIPE: the same mel, encoder and step modules", same, r.stderr.strip()[-300:])
+    # jfk.wav, 11 s: several windows of 2 s (seek by timestamps, previous text as context) on the emulator give
+    # the same segments and ids as the float pipeline
+    if ref_pipe:
+        outs = [transcribe(W, p, JFK, ["--max-tokens", "8", "--print-tokens"], env) for p in (ref_pipe, pipe)]
+        nwin = re.search(r"(\d+) window\(s\)", outs[1].stderr)
+        t.check("qc-p: jfk.wav (%s windows) segments and ids equal the float pipeline's" % (nwin and nwin.group(1)),
+                all(o.returncode == 0 for o in outs) and outs[0].stdout == outs[1].stdout and nwin and
+                int(nwin.group(1)) >= 2, outs[1].stderr.strip()[-300:])
     # transcribe --model EXPORT --target qc-p: compiled into $WLOWER_CACHE with the hardware options and ranges
     mj = os.path.join(work, "model-qc-p.json")
     menv = dict(env, WLOWER_CACHE=os.path.join(work, "wcache"))
@@ -463,7 +472,7 @@ def main():
             p = psnr(ref, got)
             t.check("mel program vs float64 numpy log-mel >= 60 dB", p >= 60, "%.1f dB" % p)
     if a.qc != "none":
-        qc_case(W, t, work, export, clip, pcm, a.qc == "full")
+        qc_case(W, t, work, export, clip, pcm, a.qc == "full", pipes.get("ref") or pipes.get("host"))
     # the same export with 4-bit weights (wlower quantize: com.microsoft MatMulNBits), on the last target
     q = os.path.join(work, "export-nbits")
     if not os.path.exists(os.path.join(q, "config.json")):
