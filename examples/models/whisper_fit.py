@@ -36,7 +36,7 @@ once per copy (1x1 convolutions, oneDNN: Debian's torch uses the reference BLAS)
 Loss: hinge on the top-1/top-2 gap under the pipeline's rules (suppressed tokens and timestamp
 rules applied to the candidates; a text token must also beat the log-sum-exp of the allowed
 timestamps, the rule that forces a timestamp), gap trained to --margin + 1, plus a small cross
-entropy. Tokens the head does not train are covered by a Cauchy-Schwarz bound
+entropy; full-batch Adam (lr 2e-3, --fast 1e-2), at most --max-steps. Tokens the head does not train are covered by a Cauchy-Schwarz bound
 (|h[1:]| * max row norm - 8), so the gap holds over the whole vocabulary. Training stops once every
 example's gap >= --margin + 0.5. Then every clean window is checked with full-vocabulary logits and
 a Python copy of whisper.c's apply_rules (greedy = teacher forcing when every step is right): the
