@@ -21,6 +21,8 @@ static const HgKernel hg_kernels[OP_COUNT_] = {
 	[OP_Sub] = {hg_emit_binary, NULL},
 	[OP_Gather] = {hg_emit_gather, NULL},
 	[OP_LayerNormalization] = {hg_emit_layernorm, NULL},
+	[OP_QuantizeLinear] = {hg_emit_qdq, NULL},
+	[OP_DequantizeLinear] = {hg_emit_qdq, NULL},
 };
 
 bool host_op_supported(Op op)

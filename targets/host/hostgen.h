@@ -245,6 +245,10 @@ int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_argmax(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_layernorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_rmsnorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+/* kgen_quant.c: QuantizeLinear / DequantizeLinear. hg_prepare_qdq (host.c,
+ * before the plan) checks the node and its constant scales and zero points. */
+int hg_prepare_qdq(HostGen *g, Node *n, Diag *d);
+int hg_emit_qdq(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 
 /* hg_share.c: nodes with the same kernel key (op, attributes, input and
  * output types, absent/initializer inputs, scratch bytes) share one kernel

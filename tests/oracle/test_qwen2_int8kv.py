@@ -7,8 +7,9 @@
 examples/models/qwen2.py --int8-kv 0.05 (2 layers, hidden 256, 4/2 heads, vocab 1000, past 15, mask
 [1,16]) with its seeded --ref inputs: `wlower --stop-after=fuse` gives one ai.wlower.GroupQueryAttention
 per layer (the dequantized past feeds it); `wlower run` of the fused graph (ref) equals ONNX Runtime on
-the original: logits and presents PSNR >= 100 dB, the same token. (--target host: DequantizeLinear has
-no host kernel yet.) Ends with "qwen2-int8kv: N passed, M failed"; exit 1 on any failure.
+the original: logits and presents PSNR >= 100 dB, the same token; so does the graph compiled with
+--target host (DequantizeLinear: targets/host/kgen_quant.c) and run with `wlower run DIR`.
+Ends with "qwen2-int8kv: N passed, M failed"; exit 1 on any failure.
 """
 import os
 import subprocess
@@ -60,6 +61,14 @@ def main():
         r = run(["/usr/bin/python3", os.path.join(HERE, "compare.py"), os.path.join(work, "ort"), os.path.join(work, "wl"),
                  "--psnr", "100"])
         check("ref vs ort (PSNR >= 100 dB, tokens)", r.returncode == 0, " ".join(r.stdout.split("\n")[:1]))
+    hdir = os.path.join(work, "host")
+    r = run([wl, model, "--target", "host", "-o", hdir])
+    r = r if r.returncode else run([wl, "run", hdir] + [a for p in pairs for a in ("--input", p)] +
+                                   ["--output-dir", os.path.join(work, "wl-host")])
+    if check("host compile + run", r.returncode == 0, r.stderr.strip()[-300:]):
+        r = run(["/usr/bin/python3", os.path.join(HERE, "compare.py"), os.path.join(work, "ort"),
+                 os.path.join(work, "wl-host"), "--psnr", "100"])
+        check("host vs ort (PSNR >= 100 dB, tokens)", r.returncode == 0, " ".join(r.stdout.split("\n")[:1]))
     print("qwen2-int8kv: %d passed, %d failed" % (sum(res), len(res) - sum(res)))
     return 0 if all(res) else 1
 
