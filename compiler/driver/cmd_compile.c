@@ -58,6 +58,10 @@ static const char usage_main[] =
 "                        body: the graph output computed as MatMulNBits(RMSNorm(h)) (the\n"
 "                        final norm and LM head) becomes h, named hidden_states; head: only\n"
 "                        that norm and projection remain, with input hidden_states\n"
+"  --position-input      a com.microsoft GroupQueryAttention (ONNX Runtime GenAI) whose\n"
+"                        positions come from attention_mask (seqlens_k) reads them from\n"
+"                        the graph input position_ids [B,S] instead, added if missing (what\n"
+"                        --pipeline llm feeds: any S, past or not)\n"
 "  --dim NAME=N          make the symbolic dim NAME static (repeatable), e.g. --dim\n"
 "                        batch_size=1 --dim sequence_length=16 for an Optimum export;\n"
 "                        dims written as sums of names (past_sequence_length +\n"
@@ -71,7 +75,8 @@ static const char usage_main[] =
 "                        position (passes kv-step-position, kv-step-mask)\n""\n"
 "pipelines (several programs in one folder, run by 'wlower generate'):\n"
 "  --pipeline llm --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR\n"
-"                        MODEL is an LLM folder (an Optimum export); the KV-cached\n"
+"                        MODEL is an LLM folder (an Optimum export, or an ONNX Runtime\n"
+"                        GenAI model-builder folder: genai_config.json); the KV-cached\n"
 "                        prefill, step and lm_head programs into PIPE_DIR (hardware\n"
 "                        options as below)\n"
 "  --prefill-rows N      --pipeline llm: prompt rows per run of the prefill program\n"
@@ -152,6 +157,7 @@ static const OptSpec compile_opts[] = {
 	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
 	{"--static-kv-cache", NULL, OPT_FLAG, O(pipe.fuse.static_kv_cache)},
 	{"--split-lm-head", NULL, OPT_STRING, O(pipe.fuse.split_lm_head)},
+	{"--position-input", NULL, OPT_FLAG, O(pipe.fuse.position_input)},
 	{"--dim", NULL, OPT_LIST, O(dims)},
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
 	{"--calibrate", NULL, OPT_STRING, O(calibrate)},

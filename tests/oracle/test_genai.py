@@ -18,6 +18,13 @@ prompt 1,5,9,3,7 with an empty past, then 3 single-token steps fed its own prese
     at PSNR >= 100 dB and the same argmax token, at every step;
   - --target host (prompt only: the single-token graph keeps the integer seqlens_k chain,
     ReduceSum/Sub/Cast, which has no host kernel yet): the same gates.
+Then each model as a GenAI folder (genai_config.json + model.onnx, the 4-bit graph; the second with
+its io renamed — past_kv.%d.k, present_kv.%d.k, next_logits... — and genai_config.json's
+model.decoder.inputs / outputs naming them) through `wlower DIR --pipeline llm --target T`
+(max-seq 32, prefill rows 4) and `wlower generate` (prompt of 7 ids: one full prefill chunk and
+one padded, then one step per id): the ids equal those of tests/oracle/ort_generate.js (ONNX
+Runtime's own greedy loop on the GenAI graph, growing past, independent of wlower), and the
+logits that chose each id reach PSNR >= 100 dB against ONNX Runtime's, on every target.
 Ends with "genai: N passed, M failed"; exit 1 on any failure.
 """
 import argparse
@@ -157,6 +164,79 @@ def one_model(args, tally, tag, gen_args):
         past = [ref["present.%d.%s" % (i, kv)] for i in range(LAYERS) for kv in ("key", "value")]
 
 
+GEN_PROMPT = [1, 17, 33, 49, 65, 81, 97]
+GEN_NEW = 6
+RENAMES = {"past_key_names": "past_kv.%d.k", "past_value_names": "past_kv.%d.v",
+           "present_key_names": "present_kv.%d.k", "present_value_names": "present_kv.%d.v",
+           "logits": "next_logits", "input_ids": "ids"}
+
+
+def genai_folder(src_dir, model, out, rename):
+    """out/: genai_config.json + model.onnx (the 4-bit graph), io renamed when asked."""
+    import json
+    import shutil
+    import onnx
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(src_dir, "genai_config.json")) as f:
+        cfg = json.load(f)
+    if not rename:
+        shutil.copyfile(model, os.path.join(out, "model.onnx"))
+    else:
+        m = onnx.load(model)
+        canon = {"past_key_names": "past_key_values.%d.key", "past_value_names": "past_key_values.%d.value",
+                 "present_key_names": "present.%d.key", "present_value_names": "present.%d.value",
+                 "logits": "logits", "input_ids": "input_ids"}
+        ren = {}
+        for k, new in RENAMES.items():
+            for i in range(LAYERS if "%d" in new else 1):
+                ren[canon[k].replace("%d", str(i))] = new.replace("%d", str(i))
+        g = m.graph
+        for v in list(g.input) + list(g.output):
+            v.name = ren.get(v.name, v.name)
+        for n in g.node:
+            n.input[:] = [ren.get(x, x) for x in n.input]
+            n.output[:] = [ren.get(x, x) for x in n.output]
+        onnx.save(m, os.path.join(out, "model.onnx"))
+        dec = cfg["model"]["decoder"]
+        dec["inputs"] = {k: v for k, v in RENAMES.items() if k in ("past_key_names", "past_value_names", "input_ids")}
+        dec["inputs"]["attention_mask"] = "attention_mask"
+        dec["outputs"] = {k: v for k, v in RENAMES.items() if k not in dec["inputs"]}
+    with open(os.path.join(out, "genai_config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+
+
+def pipeline(args, tally, tag, rename):
+    work = os.path.join(args.workdir, tag)
+    gdir = os.path.join(work, "genai")
+    try:
+        genai_folder(work, os.path.join(work, "model.nbits.onnx"), gdir, rename)
+    except Exception as e:  # noqa: BLE001 (reported as a failure)
+        tally.check(tag + " genai folder", False, str(e))
+        return
+    ids = ",".join(map(str, GEN_PROMPT))
+    r = run(["node", os.path.join(HERE, "ort_generate.js"), gdir, "--prompt-ids", ids, "--max-new-tokens",
+             str(GEN_NEW), "--logits-dir", os.path.join(work, "gen-ort")])
+    if not tally.check(tag + " ort_generate", r.returncode == 0, brief(r.stderr)):
+        return
+    want = r.stdout.strip()
+    for t in args.targets:
+        pdir = os.path.join(work, "pipe-" + t)
+        r = run([args.wlower, gdir, "--pipeline", "llm", "--target", t, "--max-seq", "32", "--prefill-rows", "4",
+                 "-o", pdir])
+        if not tally.check("%s pipeline %s compile" % (tag, t), r.returncode == 0, brief(r.stderr)):
+            continue
+        ld = os.path.join(work, "gen-" + t)
+        r = run([args.wlower, "generate", "--pipeline", pdir, "--prompt-ids", ids, "--max-new-tokens", str(GEN_NEW),
+                 "--ignore-eos", "--dump-logits", ld])
+        if not tally.check("%s generate %s" % (tag, t), r.returncode == 0, brief(r.stderr)):
+            continue
+        got = r.stdout.strip().splitlines()[0] if r.stdout.strip() else ""
+        worst = min(psnr(np.load(os.path.join(work, "gen-ort", "step_%d.npy" % k)),
+                         np.load(os.path.join(ld, "step_%d.npy" % k))) for k in range(GEN_NEW))
+        tally.check("%s generate %s = ort_generate" % (tag, t), got == want and worst >= 100,
+                    "ids %s vs ort %s, logits min psnr %.1f dB" % (got, want, worst))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("wlower")
@@ -172,6 +252,8 @@ def main():
     tally = Tally()
     one_model(args, tally, "rotary-in-gqa", [])
     one_model(args, tally, "rotary-nodes", ["--rotary", "node", "--qkv-bias"])
+    pipeline(args, tally, "rotary-in-gqa", False)
+    pipeline(args, tally, "rotary-nodes", True)
     print("genai: %d passed, %d failed" % (tally.passed, len(tally.failed)))
     return 1 if tally.failed else 0
 
