@@ -65,6 +65,8 @@ int ch_fmt(const Value *v)
 	switch (v->type.elem) {
 	case DT_INT64: return -4;
 	case DT_INT32: return -3;
+	case DT_INT8: return -5;
+	case DT_UINT8: return -6;
 	default: break;
 	}
 	if (v->frac_bits >= 0 && v->frac_bits <= 31)
@@ -78,7 +80,7 @@ const char *ch_fmt_label(const Value *v, char buf[16])
 	if (f >= 0)
 		snprintf(buf, 16, "Q%d", f);
 	else
-		snprintf(buf, 16, "%s", f == -1 ? "f32" : f == -2 ? "fp16" : f == -3 ? "i32" : "i64");
+		snprintf(buf, 16, "%s", f == -1 ? "f32" : f == -2 ? "fp16" : f == -3 ? "i32" : f == -5 ? "i8" : f == -6 ? "u8" : "i64");
 	return buf;
 }
 
@@ -87,6 +89,8 @@ static int elem_bytes(const Value *v)
 	switch (v->type.elem) {
 	case DT_INT64: return 8;
 	case DT_INT32: return 4;
+	case DT_INT8:
+	case DT_UINT8: return 1;
 	default: return v->frac_bits == FRAC_FP16 ? 2 : 4;
 	}
 }
@@ -115,6 +119,8 @@ static int check_value(ChModule *cm, const Node *n, const Value *v, Diag *d)
 		break;
 	case DT_INT64:
 	case DT_INT32:
+	case DT_INT8:
+	case DT_UINT8:
 		break;
 	default:
 		return diag_fail(d, "%s: node '%s': op '%s': tensor '%s': dtype %s is not supported by the chimera targets",
@@ -200,7 +206,8 @@ int ch_lower(ChModule *cm, Diag *d)
 		k->n = n;
 		k->op = op;
 		if (ccl_kernel_info(n, &k->ki, d) != WL_OK) {
-			diag_prefix(d, "%s: ", model);
+			if (strncmp(d->msg, model, strlen(model)) != 0)   /* ck_fail names the module's path */
+				diag_prefix(d, "%s: ", model);
 			return WL_ERR;
 		}
 		WL_ASSERT(k->ki.nblobs >= 0 && k->ki.nblobs <= 8);

@@ -8,7 +8,9 @@ examples/models/qwen2.py --int8-kv 0.05 (2 layers, hidden 256, 4/2 heads, vocab 
 [1,16]) with its seeded --ref inputs: `wlower --stop-after=fuse` gives one ai.wlower.GroupQueryAttention
 per layer (the dequantized past feeds it); `wlower run` of the fused graph (ref) equals ONNX Runtime on
 the original: logits and presents PSNR >= 100 dB, the same token; so does the graph compiled with
---target host (DequantizeLinear: targets/host/kgen_quant.c) and run with `wlower run DIR`.
+--target host (DequantizeLinear: targets/host/kgen_quant.c) and run with `wlower run DIR`; and for
+qc-n (DequantizeLinear: nn::dequantize, targets/chimera/ops/quant.c; ranges from `wlower calibrate`
+on these inputs) run with `wlower sim`: PSNR >= 60 dB, the same token.
 Ends with "qwen2-int8kv: N passed, M failed"; exit 1 on any failure.
 """
 import os
@@ -69,6 +71,16 @@ def main():
         r = run(["/usr/bin/python3", os.path.join(HERE, "compare.py"), os.path.join(work, "ort"),
                  os.path.join(work, "wl-host"), "--psnr", "100"])
         check("host vs ort (PSNR >= 100 dB, tokens)", r.returncode == 0, " ".join(r.stdout.split("\n")[:1]))
+    tr = os.path.join(work, "x.tranges")
+    r = run([wl, "calibrate", model] + [a for p in pairs for a in ("--samples", p)] + ["-o", tr])
+    qdir = os.path.join(work, "qcn")
+    r = r if r.returncode else run([wl, model, "--tranges", tr, "--target", "qc-n", "-o", qdir])
+    r = r if r.returncode else run([wl, "sim", qdir] + [a for p in pairs for a in ("--input", p)] +
+                                   ["--output-dir", os.path.join(work, "wl-qcn")])
+    if check("qc-n calibrate + compile + sim", r.returncode == 0, r.stderr.strip()[-300:]):
+        r = run(["/usr/bin/python3", os.path.join(HERE, "compare.py"), os.path.join(work, "ort"),
+                 os.path.join(work, "wl-qcn"), "--psnr", "60"])
+        check("qc-n vs ort (PSNR >= 60 dB, tokens)", r.returncode == 0, " ".join(r.stdout.split("\n")[:1]))
     print("qwen2-int8kv: %d passed, %d failed" % (sum(res), len(res) - sum(res)))
     return 0 if all(res) else 1
 

@@ -201,6 +201,19 @@ void embedding(ccl::Ctx &c, const void *ids, const void *table, void *y, const c
 	c.alu += (unsigned long long)NIDS * D;
 }
 
+/* DequantizeLinear, per tensor: y = (q - ZP) * scale with M = round(scale * 2^Q)
+ * (ops/quant.c): (q - ZP) * M is y at Q, stored in FY (round half up, saturating). */
+template <long long NEL, int SIGNED, long long ZP, long long M, int Q, int FY>
+void dequantize(ccl::Ctx &c, const void *x, void *y)
+{
+	using namespace ccl;
+	for (long long i = 0; i < NEL; i++) {
+		int64_t q = SIGNED ? (int64_t)((const int8_t *)x)[i] : (int64_t)((const uint8_t *)x)[i];
+		stq<FY>(y, (size_t)i, (q - ZP) * M, Q);
+	}
+	c.alu += (unsigned long long)NEL;
+}
+
 } // namespace nn
 
 namespace ccl {

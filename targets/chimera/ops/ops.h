@@ -106,5 +106,6 @@ CK_KERNEL(embedding);      /* gather.c: Gather */
 CK_KERNEL(argmax);         /* argmax.c: GreedyArgMax */
 CK_KERNEL(conv_stem);      /* conv.c: ConvStem */
 CK_KERNEL(logmel);         /* logmel.c: LogMel */
+CK_KERNEL(dequant);        /* quant.c: DequantizeLinear (per tensor) */
 
 #endif
