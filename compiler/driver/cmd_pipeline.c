@@ -391,8 +391,9 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 			return WL_ERR;
 		snprintf(step, sizeof step, "%s/%s", pa->src, gio.file);
 		if (stat(step, &st) != 0) {
-			cJSON_Delete(cfg);
-			return diag_fail(d, "%s: no %s (model.decoder.filename of genai_config.json)", pa->src, gio.file);
+			diag_fail(d, "%s: no %s (model.decoder.filename of genai_config.json)", pa->src, gio.file);
+			cJSON_Delete(cfg);     /* gio.file points into it */
+			return WL_ERR;
 		}
 	} else {
 		if (read_hf_config(pa->src, &c, &cfg, d) != WL_OK)
