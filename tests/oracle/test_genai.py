@@ -16,8 +16,9 @@ prompt 1,5,9,3,7 with an empty past, then 3 single-token steps fed its own prese
     and one ai.wlower.GroupQueryAttention per layer;
   - `wlower run` of the fused graph (ref) on the same inputs: every output (logits, present.*)
     at PSNR >= 100 dB and the same argmax token, at every step;
-  - --target host (prompt only: the single-token graph keeps the integer seqlens_k chain,
-    ReduceSum/Sub/Cast, which has no host kernel yet): the same gates.
+  - --target host (prompt only: compiled alone, the single-token graph keeps the integer seqlens_k
+    chain, ReduceSum/Sub/Cast, which has no host kernel; the pipeline below reads the positions
+    from position_ids instead, --position-input): the same gates.
 Then each model as a GenAI folder (genai_config.json + model.onnx, the 4-bit graph; the second with
 its io renamed — past_kv.%d.k, present_kv.%d.k, next_logits... — and genai_config.json's
 model.decoder.inputs / outputs naming them) through `wlower DIR --pipeline llm --target T`
@@ -235,6 +236,16 @@ def pipeline(args, tally, tag, rename):
                          np.load(os.path.join(ld, "step_%d.npy" % k))) for k in range(GEN_NEW))
         tally.check("%s generate %s = ort_generate" % (tag, t), got == want and worst >= 100,
                     "ids %s vs ort %s, logits min psnr %.1f dB" % (got, want, worst))
+    # generate --model GENAI_DIR: compiled into the cache on first use (key: genai_config.json and model.onnx)
+    env = dict(os.environ, WLOWER_CACHE=os.path.join(work, "cache"))
+    cmd = [args.wlower, "generate", "--model", gdir, "--target", "ref", "--max-seq", "32", "--prefill-rows", "4",
+           "--prompt-ids", ids, "--max-new-tokens", str(GEN_NEW), "--ignore-eos"]
+    r1 = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    r2 = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    ok = r1.returncode == 0 and r2.returncode == 0 and "first use" in r1.stderr and "first use" not in r2.stderr
+    got = [r.stdout.strip().splitlines()[0] if r.stdout.strip() else "" for r in (r1, r2)]
+    tally.check("%s generate --model (cached) = ort_generate" % tag, ok and got == [want, want],
+                "ids %s vs ort %s %s" % (got, want, brief(r1.stderr if r1.returncode else r2.stderr)))
 
 
 def main():
