@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """test_genai.py — ONNX Runtime GenAI model-builder graphs through wlower, against ONNX Runtime.
 
-    test_genai.py WLOWER WORKDIR [--targets ref,host]
+    test_genai.py WLOWER WORKDIR [--targets ref,host] [--pipeline-targets ref,host]
+
+(--pipeline-targets ref: the lighter variant meson runs under sanitizers, where each host
+pipeline costs three LLVM O3 compiles; the normal build runs both.)
 
 Models: examples/models/genai_llama.py (2 layers, hidden 64, GQA 4/2 heads of 16, vocab 512),
 (a) rotary inside com.microsoft GroupQueryAttention (do_rotary, cos/sin caches) and (b) com.microsoft
@@ -220,7 +223,7 @@ def pipeline(args, tally, tag, rename):
     if not tally.check(tag + " ort_generate", r.returncode == 0, brief(r.stderr)):
         return
     want = r.stdout.strip()
-    for t in args.targets:
+    for t in args.pipeline_targets:
         pdir = os.path.join(work, "pipe-" + t)
         r = run([args.wlower, gdir, "--pipeline", "llm", "--target", t, "--max-seq", "32", "--prefill-rows", "4",
                  "-o", pdir])
@@ -253,8 +256,11 @@ def main():
     ap.add_argument("wlower")
     ap.add_argument("workdir")
     ap.add_argument("--targets", default="ref,host")
+    ap.add_argument("--pipeline-targets", default="ref,host")
     args = ap.parse_args()
     args.targets = args.targets.split(",")
+    args.pipeline_targets = args.pipeline_targets.split(",")
+    print("genai: targets %s, pipeline targets %s" % (",".join(args.targets), ",".join(args.pipeline_targets)))
     os.makedirs(args.workdir, exist_ok=True)
     r = run(["sh", os.path.join(HERE, "install.sh")])
     if r.returncode != 0:
