@@ -31,6 +31,15 @@
  * (the token is at position seqlens_k); from RotaryEmbedding the whole cache
  * with its position_ids. Tables are shared between layers.
  *
+ * --position-input (FuseOptions.position_input; the LLM pipeline): with
+ * seqlens_k from attention_mask and rotary inside the op, the positions are
+ * read from the graph input position_ids int64 [B,S] (added when missing;
+ * one already there must be int32/int64 [B,S], else the node is left alone)
+ * against the whole tables, for any S and P: the pipeline feeds the
+ * position of every row (equal to the op's own when the mask is ones, and
+ * right for the padded rows of a static cache, where seqlens_k is not). The
+ * reformatting chain then goes with dce.
+ *
  * Keys. The com.microsoft op attends to keys 0..seqlens_k[b] (causal); the
  * ai.wlower op to every key whose attention_mask is 1 (causal). The two agree
  * when each row of attention_mask is ones followed by zeros (right padding;
@@ -62,9 +71,18 @@ typedef struct MgMatch {
 	Value *q, *k, *v, *pk, *pv, *sl, *am, *pos, *cache_c, *cache_s;
 	int64_t B, S, P, L, H, Hkv, hd;
 	int64_t r0, rows;           /* table rows [r0, r0 + rows) of the caches */
-	bool rope, const_sl;
+	bool rope, const_sl, pos_input;   /* pos_input: position_ids, the graph input (added if missing) */
 	float scale;
 } MgMatch;
+
+/* The graph input position_ids, if there is one. */
+static Value *pos_graph_input(const Graph *g)
+{
+	for (int i = 0; i < g->ninputs; i++)
+		if (g->inputs[i]->name && strcmp(g->inputs[i]->name, "position_ids") == 0)
+			return g->inputs[i];
+	return NULL;
+}
 
 /* A float cache [maxpos, hd/2] initializer pair. */
 static bool caches_ok(const Value *c, const Value *s, int64_t hd)
@@ -129,7 +147,7 @@ static Node *rotary_of(const MgMatch *m, const Value *x)
 	return r;
 }
 
-static bool match_ms_gqa(Node *n, MgMatch *m)
+static bool match_ms_gqa(Node *n, bool position_input, MgMatch *m)
 {
 	memset(m, 0, sizeof *m);
 	if (n->op != OP_MsGroupQueryAttention || n->ninputs < 7 || !n->inputs[0] || !n->inputs[1] || !n->inputs[2] ||
@@ -201,7 +219,15 @@ static bool match_ms_gqa(Node *n, MgMatch *m)
 		m->cache_c = n->inputs[7];
 		m->cache_s = n->inputs[8];
 		int64_t maxpos = m->cache_c->init->dims[0];
-		if (m->P == 0) {
+		if (position_input && !m->const_sl) {
+			const Value *gp = pos_graph_input(n->graph);
+			int64_t pd[MATCH_MAXR];
+			if (gp && (static_shape(gp, pd) != 2 || pd[0] != m->B || pd[1] != m->S ||
+			           (gp->type.elem != DT_INT64 && gp->type.elem != DT_INT32)))
+				return false;
+			m->r0 = 0, m->rows = maxpos;
+			m->pos_input = true;
+		} else if (m->P == 0) {
 			m->r0 = 0, m->rows = m->S;
 		} else if (m->const_sl) {
 			m->r0 = m->P, m->rows = m->S;
@@ -284,6 +310,12 @@ static void rewrite_ms_gqa(Module *mod, MgMatch *m, TableCache *tc, int *ntc)
 	set_fused_from(mod, w, from, nfrom);
 	Value *cs = m->rope ? full_table(mod, tc, ntc, m->cache_c, m->r0, m->rows, true) : NULL;
 	Value *sn = m->rope ? full_table(mod, tc, ntc, m->cache_s, m->r0, m->rows, false) : NULL;
+	if (m->pos_input && !(m->pos = pos_graph_input(g))) {
+		m->pos = graph_new_value(g, "position_ids");
+		int64_t dims[2] = {m->B, m->S};
+		type_set_tensor(mod->arena, &m->pos->type, DT_INT64, 2, dims);
+		graph_add_input(g, m->pos);
+	}
 	Value *in[9] = {m->q, m->k, m->v, cs, sn, m->pk, m->pv, m->am, m->pos};
 	int nin = 9;
 	while (nin > 3 && !in[nin - 1])
@@ -320,7 +352,7 @@ int pass_fuse_ms_gqa(Module *mod, PassContext *ctx, Diag *d)
 	TableCache tc[16];
 	FOR_NODES_SAFE(mod->graph, n, nx) {
 		MgMatch m;
-		if (!match_ms_gqa(n, &m))
+		if (!match_ms_gqa(n, ctx && ctx->fuse.position_input, &m))
 			continue;
 		rewrite_ms_gqa(mod, &m, tc, &ntc);
 		changed++;

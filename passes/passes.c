@@ -60,7 +60,7 @@ const Pass pass_table[] = {
 	 "com.microsoft Attention -> ai.wlower.MatMulNBits (QKV, splits) + WhisperAttention"},
 	{"fuse-ms-gqa", pass_fuse_ms_gqa,
 	 "canonicalize", "nothing", "fuse",
-	 "com.microsoft GroupQueryAttention (+ RotaryEmbedding) -> ai.wlower.GroupQueryAttention"},
+	 "com.microsoft GroupQueryAttention (+ RotaryEmbedding) -> ai.wlower.GroupQueryAttention (--position-input: positions from position_ids)"},
 	{"fuse-whisper-attention", pass_fuse_whisper_attention,
 	 "canonicalize", "nothing", "fuse",
 	 "Whisper attention cores (self, causal, cross, KV cache) -> ai.wlower.WhisperAttention"},

@@ -38,6 +38,9 @@ typedef struct FuseOptions {
 	bool fp16_attention;       /* --fp16-attention: attention-adjacent edges float16 */
 	bool static_kv_cache;      /* --static-kv-cache: GQA past read in place, presents = new rows */
 	const char *split_lm_head; /* --split-lm-head body|head (NULL: no split) */
+	bool position_input;       /* --position-input: a com.microsoft GroupQueryAttention whose
+	                              positions come from attention_mask reads them from the graph
+	                              input position_ids [B,S] (the LLM pipeline feeds it) */
 } FuseOptions;
 
 /* Options of the numerics passes (group 'numerics'; chimera targets).

@@ -58,6 +58,10 @@ static const char usage_main[] =
 "                        body: the graph output computed as MatMulNBits(RMSNorm(h)) (the\n"
 "                        final norm and LM head) becomes h, named hidden_states; head: only\n"
 "                        that norm and projection remain, with input hidden_states\n"
+"  --position-input      a com.microsoft GroupQueryAttention (ONNX Runtime GenAI) whose\n"
+"                        positions come from attention_mask (seqlens_k) reads them from\n"
+"                        the graph input position_ids [B,S] instead, added if missing (what\n"
+"                        --pipeline llm feeds: any S, past or not)\n"
 "  --dim NAME=N          make the symbolic dim NAME static (repeatable), e.g. --dim\n"
 "                        batch_size=1 --dim sequence_length=16 for an Optimum export;\n"
 "                        dims written as sums of names (past_sequence_length +\n"
@@ -71,7 +75,8 @@ static const char usage_main[] =
 "                        position (passes kv-step-position, kv-step-mask)\n""\n"
 "pipelines (several programs in one folder, run by 'wlower generate' or 'wlower transcribe'):\n"
 "  --pipeline llm --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR\n"
-"                        MODEL is an LLM folder (an Optimum export); the KV-cached\n"
+"                        MODEL is an LLM folder (an Optimum export, or an ONNX Runtime\n"
+"                        GenAI model-builder folder: genai_config.json); the KV-cached\n"
 "                        prefill, step and lm_head programs into PIPE_DIR (hardware\n"
 "                        options as below)\n"
 "  --prefill-rows N      --pipeline llm: prompt rows per run of the prefill program\n"
@@ -113,7 +118,8 @@ static const char usage_main[] =
 "  --threads N           host: default thread count recorded in the manifest (0 = all cores)\n"
 "  --emit llvm-ir        host: also write DIR/module.ll (the optimized LLVM IR)\n"
 "  --pipeline KIND       with --target ref|host: compile the programs of a KV-cached loop\n"
-"                        into the pipeline directory DIR: llm (an Optimum LLM export; run\n"
+"                        into the pipeline directory DIR: llm (an Optimum LLM export or an\n"
+"                        ONNX Runtime GenAI folder; run\n"
 "                        with 'wlower generate') or whisper (an Optimum Whisper export:\n"
 "                        mel, encoder, cross_kv, step; run with 'wlower transcribe')\n"
 "\n"
@@ -162,6 +168,7 @@ static const OptSpec compile_opts[] = {
 	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
 	{"--static-kv-cache", NULL, OPT_FLAG, O(pipe.fuse.static_kv_cache)},
 	{"--split-lm-head", NULL, OPT_STRING, O(pipe.fuse.split_lm_head)},
+	{"--position-input", NULL, OPT_FLAG, O(pipe.fuse.position_input)},
 	{"--dim", NULL, OPT_LIST, O(dims)},
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
 	{"--calibrate", NULL, OPT_LIST, O(calibrate)},

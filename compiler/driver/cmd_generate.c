@@ -39,6 +39,8 @@ static const char usage_generate[] =
 "updated in place: the prompt by the prefill program (chunks of its N rows), then one\n"
 "step program run per generated id, and lm_head on the last row.\n"
 "PIPE_DIR: 'wlower LLM_DIR --pipeline llm --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR'.\n"
+"LLM_DIR: an Optimum export (config.json, decoder_with_past_model.onnx) or an ONNX Runtime\n"
+"GenAI folder (genai_config.json and the model it names).\n"
 "With --model, the pipeline is compiled on first use into a cache keyed by the sha256 of\n"
 "LLM_DIR's files, the target and the compile options ($WLOWER_CACHE, else\n"
 "$XDG_CACHE_HOME/wlower, else ~/.cache/wlower) and reused after. Compile options with\n"
@@ -305,14 +307,39 @@ static int cache_key(const GenArgs *a, char key[65], Diag *d)
 		}
 		len += (size_t)snprintf(txt + len, cap - len, "%s %s\n", i ? progs[i - 1] : "prompts", hex);
 	}
-	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+	/* an ONNX Runtime GenAI folder (cmd_pipeline.c): genai_config.json and the
+	 * decoder it names (model.decoder.filename, default model.onnx) with its
+	 * external data; a malformed config is the compile's error to report */
+	char gfile[4096], dfile[4096], gname[512] = "model.onnx", gdata[600];
+	struct stat gst;
+	snprintf(gfile, sizeof gfile, "%s/genai_config.json", a->model);
+	snprintf(dfile, sizeof dfile, "%s/decoder_with_past_model.onnx", a->model);
+	bool genai = stat(dfile, &gst) != 0 && stat(gfile, &gst) == 0;
+	if (genai) {
+		cJSON *gc = NULL;
+		Diag gd = {0};
+		if (json_read_file(gfile, &gc, &gd) == WL_OK) {
+			const cJSON *fn = cJSON_GetObjectItemCaseSensitive(
+				cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(gc, "model"), "decoder"), "filename");
+			if (cJSON_IsString(fn) && strlen(fn->valuestring) < sizeof gname)
+				snprintf(gname, sizeof gname, "%s", fn->valuestring);
+			cJSON_Delete(gc);
+		}
+		snprintf(gdata, sizeof gdata, "%s.data", gname);
+	}
+	const char *gfiles[] = {"genai_config.json", gname, gdata};
+	const char *const *fl = genai ? gfiles : files;
+	size_t nfl = genai ? 3 : sizeof files / sizeof files[0];
+	for (size_t i = 0; i < nfl; i++) {
 		char path[4096], hex[65];
-		snprintf(path, sizeof path, "%s/%s", a->model, files[i]);
+		snprintf(path, sizeof path, "%s/%s", a->model, fl[i]);
 		struct stat st;
 		if (stat(path, &st) != 0) {
 			if (i < 2) {
 				free(txt);
-				return diag_fail(d, "%s: missing (an Optimum export: config.json, decoder_with_past_model.onnx)", path);
+				return diag_fail(d, genai ? "%s: missing (named by genai_config.json: model.decoder.filename)"
+				                          : "%s: missing (an Optimum export: config.json, decoder_with_past_model.onnx; "
+				                            "or an ONNX Runtime GenAI folder: genai_config.json, model.onnx)", path);
 			}
 			continue;
 		}
@@ -320,7 +347,7 @@ static int cache_key(const GenArgs *a, char key[65], Diag *d)
 			free(txt);
 			return WL_ERR;
 		}
-		len += (size_t)snprintf(txt + len, cap - len, "%s %s\n", files[i], hex);
+		len += (size_t)snprintf(txt + len, cap - len, "%s %s\n", fl[i], hex);
 	}
 	sha256_hex(txt, len, key);
 	free(txt);

@@ -35,6 +35,23 @@
  * earlier qc pipeline's folder) and copies them into OUT. Either way the
  * pipeline records the ranges it was compiled with.
  *
+ * llm from an ONNX Runtime GenAI folder (genai_config.json, no
+ * decoder_with_past_model.onnx): the one graph of the model builder
+ * (model.decoder.filename, default model.onnx), symbolic batch_size,
+ * sequence_length, past_sequence_length and total_sequence_length. Its io
+ * names (model.decoder.inputs / outputs: input_ids, attention_mask,
+ * position_ids, past_key_names "past_key_values.%d.key", ..., logits,
+ * present_key_names, ...) are renamed to the Optimum ones the programs use;
+ * sizes come from model.decoder (num_hidden_layers, num_attention_heads,
+ * num_key_value_heads, hidden_size, head_size) and model (vocab_size,
+ * context_length, bos_token_id, eos_token_id: a number or a list, the first
+ * taken). The com.microsoft GroupQueryAttention's positions, derived in the
+ * graph from attention_mask (seqlens_k = ReduceSum(mask) - 1, integer ops),
+ * are taken from position_ids instead (--position-input, pass fuse-ms-gqa):
+ * the runtime feeds the position of every row, which the mask of a static
+ * cache with padded rows does not give; total_sequence_length is bound to
+ * S + T and folds. Both programs read the cache (no decoder_model).
+ *
  * whisper: cmd_pipeline_whisper.c (whisper_pipeline), which compiles its
  * programs with pipeline_compile_module.
  */
@@ -86,6 +103,121 @@ static int read_hf_config(const char *dir, HfConfig *c, cJSON **json, Diag *d)
 		return WL_ERR;
 	}
 	*json = r;
+	return WL_OK;
+}
+
+/* ---------------------------------------------------------------- GenAI folders */
+
+enum { IO_IDS, IO_MASK, IO_POS, IO_PK, IO_PV, IO_LOGITS, IO_PRK, IO_PRV, IO_N };
+static const char *const io_key[IO_N] = {"input_ids", "attention_mask", "position_ids", "past_key_names",
+                                         "past_value_names", "logits", "present_key_names", "present_value_names"};
+static const char *const io_canon[IO_N] = {"input_ids", "attention_mask", "position_ids",
+                                           "past_key_values.%d.key", "past_key_values.%d.value", "logits",
+                                           "present.%d.key", "present.%d.value"};
+
+typedef struct GenaiIo {
+	const char *file;              /* model.decoder.filename */
+	const char *name[IO_N];        /* per layer: a pattern with one %d */
+} GenaiIo;
+
+/* a name pattern of genai_config.json: exactly one %d, no other % */
+static bool one_layer_pattern(const char *s)
+{
+	const char *p = strchr(s, '%');
+	return p && p[1] == 'd' && !strchr(p + 2, '%');
+}
+
+static int read_genai_config(const char *dir, HfConfig *c, cJSON **json, GenaiIo *io, Diag *d)
+{
+	char file[4096];
+	snprintf(file, sizeof file, "%s/genai_config.json", dir);
+	cJSON *r;
+	if (json_read_file(file, &r, d) != WL_OK)
+		return WL_ERR;
+	const cJSON *mo = cJSON_GetObjectItemCaseSensitive(r, "model");
+	const cJSON *de = cJSON_GetObjectItemCaseSensitive(mo, "decoder");
+	int rc = WL_OK;
+	if (!cJSON_IsObject(de))
+		rc = diag_fail(d, "%s: no 'model.decoder' object (an ONNX Runtime GenAI genai_config.json)", file);
+	rc = rc ?: json_int(de, "num_hidden_layers", 1, 4096, file, &c->layers, d);
+	rc = rc ?: json_int(de, "num_attention_heads", 1, 4096, file, &c->heads, d);
+	rc = rc ?: json_int(de, "hidden_size", 1, 1 << 20, file, &c->hidden, d);
+	rc = rc ?: json_int(mo, "vocab_size", 1, 1 << 24, file, &c->vocab, d);
+	rc = rc ?: json_int(mo, "context_length", 2, 1 << 24, file, &c->max_pos, d);
+	c->kv_heads = c->heads;
+	if (rc == WL_OK && cJSON_GetObjectItemCaseSensitive(de, "num_key_value_heads"))
+		rc = json_int(de, "num_key_value_heads", 1, 4096, file, &c->kv_heads, d);
+	c->head_dim = c->heads ? c->hidden / c->heads : 0;
+	if (rc == WL_OK && cJSON_GetObjectItemCaseSensitive(de, "head_size"))
+		rc = json_int(de, "head_size", 1, 65536, file, &c->head_dim, d);
+	c->bos = c->eos = -1;
+	if (rc == WL_OK && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(mo, "bos_token_id")))
+		rc = json_int(mo, "bos_token_id", 0, c->vocab - 1, file, &c->bos, d);
+	const cJSON *eos = cJSON_GetObjectItemCaseSensitive(mo, "eos_token_id");
+	if (rc == WL_OK && cJSON_IsArray(eos))         /* several: the first (e.g. Qwen2's <|im_end|>) */
+		eos = cJSON_GetArrayItem(eos, 0);
+	if (rc == WL_OK && cJSON_IsNumber(eos)) {
+		if (eos->valuedouble < 0 || eos->valuedouble >= (double)c->vocab || eos->valuedouble != floor(eos->valuedouble))
+			rc = diag_fail(d, "%s: 'model.eos_token_id' %g is not an id below vocab_size %lld", file,
+			               eos->valuedouble, (long long)c->vocab);
+		else
+			c->eos = (int64_t)eos->valuedouble;
+	}
+	if (rc == WL_OK && (c->heads % c->kv_heads || c->head_dim < 1))
+		rc = diag_fail(d, "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld", file,
+		               (long long)c->heads, (long long)c->kv_heads);
+	const cJSON *fn = cJSON_GetObjectItemCaseSensitive(de, "filename");
+	io->file = "model.onnx";
+	if (rc == WL_OK && fn) {
+		if (!cJSON_IsString(fn) || !fn->valuestring[0] || fn->valuestring[0] == '/' || strstr(fn->valuestring, ".."))
+			rc = diag_fail(d, "%s: 'model.decoder.filename' must be a file name inside the folder", file);
+		else
+			io->file = fn->valuestring;
+	}
+	for (int k = 0; rc == WL_OK && k < IO_N; k++) {
+		const cJSON *grp = cJSON_GetObjectItemCaseSensitive(de, k < IO_LOGITS ? "inputs" : "outputs");
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(grp, io_key[k]);
+		io->name[k] = io_canon[k];
+		if (!v)
+			continue;
+		bool per_layer = k == IO_PK || k == IO_PV || k == IO_PRK || k == IO_PRV;
+		if (!cJSON_IsString(v) || !v->valuestring[0] || (per_layer ? !one_layer_pattern(v->valuestring)
+		                                                           : strchr(v->valuestring, '%') != NULL))
+			rc = diag_fail(d, "%s: 'model.decoder.%s.%s' must be a name%s", file, k < IO_LOGITS ? "inputs" : "outputs",
+			               io_key[k], per_layer ? " with one %d for the layer (e.g. past_key_values.%d.key)" : "");
+		else
+			io->name[k] = v->valuestring;
+	}
+	if (rc != WL_OK) {
+		cJSON_Delete(r);
+		return WL_ERR;
+	}
+	*json = r;
+	return WL_OK;
+}
+
+/* The graph io of a GenAI model renamed to the names the programs use. */
+static int rename_genai_io(Module *m, const GenaiIo *io, int64_t layers, const char *model, Diag *d)
+{
+	Graph *g = m->graph;
+	for (int k = 0; k < IO_N; k++) {
+		bool per_layer = k == IO_PK || k == IO_PV || k == IO_PRK || k == IO_PRV, input = k < IO_LOGITS;
+		for (int64_t i = 0; i < (per_layer ? layers : 1); i++) {
+			char from[512], to[512];
+			snprintf(from, sizeof from, io->name[k], (int)i);   /* one %d, checked */
+			snprintf(to, sizeof to, io_canon[k], (int)i);
+			Value *v = graph_find_local(g, from);
+			if (!v || (input ? !v->is_input || v->init : !v->is_output)) {
+				if (k == IO_POS)
+					continue;              /* optional: rotary inside the attention */
+				return diag_fail(d, "%s: no graph %s '%s' (genai_config.json: model.decoder.%s.%s)", model,
+				                 input ? "input" : "output", from, input ? "inputs" : "outputs", io_key[k]);
+			}
+			if (strcmp(from, to) != 0 && !value_rename(v, to))
+				return diag_fail(d, "%s: cannot rename graph %s '%s' to '%s': the name is taken", model,
+				                 input ? "input" : "output", from, to);
+		}
+	}
 	return WL_OK;
 }
 
@@ -173,12 +305,17 @@ enum { PROGRAM_NOT_CAUSAL = 2 };
 /* model → DIR/name (a module directory), its entry appended to `programs`.
  * With need_causal, a graph whose attentions are not causal is not written:
  * PROGRAM_NOT_CAUSAL. */
-static int compile_program(const PipelineArgs *pa, const char *model, const DimBinding *dims, int nd,
-                           const char *name, const char *dir, bool need_causal, cJSON *programs, Diag *d)
+static int compile_program(const PipelineArgs *pa, const char *model, const GenaiIo *io, int64_t layers,
+                           const DimBinding *dims, int nd, const char *name, const char *dir, bool need_causal,
+                           cJSON *programs, Diag *d)
 {
 	Module *m = NULL;
 	if (model_read(model, &m, d) != WL_OK)
 		return WL_ERR;
+	if (io && rename_genai_io(m, io, layers, model, d) != WL_OK) {
+		module_free(m);
+		return WL_ERR;
+	}
 	return pipeline_compile_module(pa, m, model, dims, nd, name, dir, need_causal, programs, d);
 }
 
@@ -249,19 +386,35 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 {
 	HfConfig c;
 	cJSON *cfg;
-	if (read_hf_config(pa->src, &c, &cfg, d) != WL_OK)
-		return WL_ERR;
-	int64_t S = pa->pipe->canon.max_seq ? pa->pipe->canon.max_seq : c.max_pos < 4096 ? c.max_pos : 4096;
-	char step[4096], first[4096];
-	snprintf(step, sizeof step, "%s/decoder_with_past_model.onnx", pa->src);
+	char step[4096], first[4096], gfile[4096];
 	struct stat st;
-	if (stat(step, &st) != 0) {
-		cJSON_Delete(cfg);
-		return diag_fail(d, "%s: no decoder_with_past_model.onnx (an Optimum export: config.json, "
-		                 "decoder_model.onnx, decoder_with_past_model.onnx)", pa->src);
+	snprintf(step, sizeof step, "%s/decoder_with_past_model.onnx", pa->src);
+	snprintf(gfile, sizeof gfile, "%s/genai_config.json", pa->src);
+	GenaiIo gio;
+	bool genai = stat(step, &st) != 0 && stat(gfile, &st) == 0;
+	if (genai) {
+		if (read_genai_config(pa->src, &c, &cfg, &gio, d) != WL_OK)
+			return WL_ERR;
+		snprintf(step, sizeof step, "%s/%s", pa->src, gio.file);
+		if (stat(step, &st) != 0) {
+			diag_fail(d, "%s: no %s (model.decoder.filename of genai_config.json)", pa->src, gio.file);
+			cJSON_Delete(cfg);     /* gio.file points into it */
+			return WL_ERR;
+		}
+	} else {
+		if (read_hf_config(pa->src, &c, &cfg, d) != WL_OK)
+			return WL_ERR;
+		if (stat(step, &st) != 0) {
+			cJSON_Delete(cfg);
+			return diag_fail(d, "%s: no decoder_with_past_model.onnx (an Optimum export: config.json, "
+			                 "decoder_model.onnx, decoder_with_past_model.onnx; or an ONNX Runtime GenAI folder: "
+			                 "genai_config.json)", pa->src);
+		}
 	}
+	int64_t S = pa->pipe->canon.max_seq ? pa->pipe->canon.max_seq : c.max_pos < 4096 ? c.max_pos : 4096;
 	cJSON *model = cJSON_AddObjectToObject(root, "model");
 	cJSON_AddStringToObject(model, "dir", pa->src);
+	cJSON_AddStringToObject(model, "layout", genai ? "genai" : "optimum");
 	cJSON_AddItemToObject(model, "config", cfg);
 	cJSON *llm = cJSON_AddObjectToObject(root, "llm");
 	int64_t N = pa->prefill_rows ? pa->prefill_rows : S < 16 ? S : 16;
@@ -275,17 +428,24 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 	PipelineOptions pipe = *pa->pipe;
 	pipe.canon.max_seq = S;
 	pipe.fuse.static_kv_cache = true;
+	pipe.fuse.position_input = true;
 	pipe.fuse.split_lm_head = "body";
 	pipe.fuse.append_argmax = false;
 	PipelineArgs a = *pa;
 	a.pipe = &pipe;
+	const GenaiIo *io = genai ? &gio : NULL;
+	int nd = genai ? 4 : 3;
 	static const char *names[2] = {"prefill", "step"};
 	int64_t rows[2] = {N, 1};
 	bool chunks = true;        /* the prefill reads the cache: prompts of any length in chunks */
 	for (int i = 0; i < 2; i++) {
-		DimBinding dims[3] = {{"batch_size", 1}, {"sequence_length", rows[i]}, {"past_sequence_length", S}};
+		DimBinding dims[4] = {{"batch_size", 1}, {"sequence_length", rows[i]}, {"past_sequence_length", S},
+		                      {"total_sequence_length", S + rows[i]}};
 		const char *src = step;
-		int rc = compile_program(&a, src, dims, 3, names[i], dir, rows[i] > 1, programs, d);
+		int rc = compile_program(&a, src, io, c.layers, dims, nd, names[i], dir, rows[i] > 1, programs, d);
+		if (rc == PROGRAM_NOT_CAUSAL && genai)
+			return diag_fail(d, "%s: no causal attention at sequence_length %lld (the prefill program)", step,
+			                 (long long)N);
 		if (rc == PROGRAM_NOT_CAUSAL) {
 			/* decoder_model.onnx (no cache: the first N prompt rows; step does the rest) */
 			snprintf(first, sizeof first, "%s/decoder_model.onnx", pa->src);
@@ -295,7 +455,7 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 				                 pa->src, (long long)N);
 			src = first;
 			chunks = false;
-			rc = compile_program(&a, src, dims, 2, names[i], dir, true, programs, d);
+			rc = compile_program(&a, src, NULL, c.layers, dims, 2, names[i], dir, true, programs, d);
 			if (rc == PROGRAM_NOT_CAUSAL)
 				return diag_fail(d, "%s: no causal attention at sequence_length %lld (the prefill program)",
 				                 first, (long long)N);
@@ -308,8 +468,9 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 	cJSON_AddBoolToObject(llm, "argmax_on_device", pa->argmax_on_device);
 	pipe.fuse.split_lm_head = "head";
 	pipe.fuse.append_argmax = pa->argmax_on_device;   /* fuse-argmax before the split: the head keeps it */
-	DimBinding dims[3] = {{"batch_size", 1}, {"sequence_length", 1}, {"past_sequence_length", S}};
-	if (compile_program(&a, step, dims, 3, "lm_head", dir, false, programs, d) != WL_OK)
+	DimBinding dims[4] = {{"batch_size", 1}, {"sequence_length", 1}, {"past_sequence_length", S},
+	                      {"total_sequence_length", S + 1}};
+	if (compile_program(&a, step, io, c.layers, dims, nd, "lm_head", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
 	return check_head(cJSON_GetArrayItem(programs, 2), &c, pa->argmax_on_device, step, d);
 }

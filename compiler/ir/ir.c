@@ -157,6 +157,24 @@ static Value *value_create(Graph *g, const char *name)
 	return v;
 }
 
+bool value_rename(Value *v, const char *name)
+{
+	Graph *g = v->graph;
+	Arena *a = g->mod->arena;
+	if (map_get(g->names, name))
+		return false;
+	v->name = arena_strdup(a, name);
+	if (v->init)
+		v->init->name = v->name;
+	/* open addressing without deletion: rebuild the scope's map */
+	NameMap *m = g->names;
+	m->slot = arena_alloc(a, m->cap * sizeof *m->slot);
+	m->n = 0;
+	for (int i = 0; i < g->nvalues; i++)
+		map_put(a, m, g->values[i]);
+	return true;
+}
+
 Value *graph_value(Graph *g, const char *name)
 {
 	Value *v = map_get(g->names, name);

@@ -340,6 +340,9 @@ Value *graph_find_local(Graph *g, const char *name);
 Value *graph_value(Graph *g, const char *name);
 /* A fresh value with a unique name derived from `hint` ("hint", "hint_1", ...). */
 Value *graph_new_value(Graph *g, const char *hint);
+/* Renames v within its scope (and its initializer); false, nothing changed,
+ * if the scope already has a value of that name. */
+bool value_rename(Value *v, const char *name);
 void graph_add_input(Graph *g, Value *v);
 void graph_add_output(Graph *g, Value *v);
 void graph_remove_output(Graph *g, int idx);

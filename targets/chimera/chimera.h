@@ -20,6 +20,7 @@
  *                 argmax.c      GreedyArgMax
  *                 conv.c        ConvStem
  *                 logmel.c      LogMel
+ *                 quant.c       QuantizeLinear (int8), DequantizeLinear (int8/uint8), per tensor
  *               util.c: shared checks, formats and constant packers (ops.h)
  *   sim/        `wlower sim`: build + run module.cpp against ccl/, cost model
  *               (docs/cost-model.md), reports, profiles

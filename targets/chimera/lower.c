@@ -66,6 +66,7 @@ int ch_fmt(const Value *v)
 	case DT_INT64: return -4;
 	case DT_INT32: return -3;
 	case DT_INT8: return -5;
+	case DT_UINT8: return -6;
 	default: break;
 	}
 	if (v->frac_bits >= 0 && v->frac_bits <= 31)
@@ -79,7 +80,7 @@ const char *ch_fmt_label(const Value *v, char buf[16])
 	if (f >= 0)
 		snprintf(buf, 16, "Q%d", f);
 	else
-		snprintf(buf, 16, "%s", f == -1 ? "f32" : f == -2 ? "fp16" : f == -3 ? "i32" : f == -5 ? "i8" : "i64");
+		snprintf(buf, 16, "%s", f == -1 ? "f32" : f == -2 ? "fp16" : f == -3 ? "i32" : f == -5 ? "i8" : f == -6 ? "u8" : "i64");
 	return buf;
 }
 
@@ -88,7 +89,8 @@ static int elem_bytes(const Value *v)
 	switch (v->type.elem) {
 	case DT_INT64: return 8;
 	case DT_INT32: return 4;
-	case DT_INT8: return 1;
+	case DT_INT8:
+	case DT_UINT8: return 1;
 	default: return v->frac_bits == FRAC_FP16 ? 2 : 4;
 	}
 }
@@ -118,6 +120,7 @@ static int check_value(ChModule *cm, const Node *n, const Value *v, Diag *d)
 	case DT_INT64:
 	case DT_INT32:
 	case DT_INT8:
+	case DT_UINT8:
 		break;
 	default:
 		return diag_fail(d, "%s: node '%s': op '%s': tensor '%s': dtype %s is not supported by the chimera targets",
@@ -161,16 +164,9 @@ int ch_lower(ChModule *cm, Diag *d)
 		if (v->type.kind != TY_TENSOR || !v->type.has_shape)
 			return diag_fail(d, "%s: graph input '%s': no static shape (the chimera targets need static shapes)",
 			                 model, v->name);
-		if (v->type.elem == DT_INT8)
-			return diag_fail(d, "%s: graph input '%s': int8 graph inputs are not supported by the chimera targets "
-			                 "(feed float and quantize inside the graph)", model, v->name);
 		val_init(cm, v);
 		val_of(cm, v)->io_in = true;
 	}
-	for (int i = 0; i < g->noutputs; i++)
-		if (g->outputs[i] && g->outputs[i]->type.elem == DT_INT8)
-			return diag_fail(d, "%s: graph output '%s': int8 graph outputs are not supported by the chimera targets "
-			                 "(dequantize inside the graph)", model, g->outputs[i]->name);
 	int ki = 0;
 	FOR_NODES(g, n) {
 		const ChOp *op = chimera_op(n->op);
@@ -210,7 +206,8 @@ int ch_lower(ChModule *cm, Diag *d)
 		k->n = n;
 		k->op = op;
 		if (ccl_kernel_info(n, &k->ki, d) != WL_OK) {
-			diag_prefix(d, "%s: ", model);
+			if (strncmp(d->msg, model, strlen(model)) != 0)   /* ck_fail names the module's path */
+				diag_prefix(d, "%s: ", model);
 			return WL_ERR;
 		}
 		WL_ASSERT(k->ki.nblobs >= 0 && k->ki.nblobs <= 8);

@@ -796,10 +796,9 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	FOR_NODES(m->graph, n) {
 		if (n->op == OP_WlMatMulNBits && hg_prepare_matmul_nbits(&g, n, d) != WL_OK)
 			goto done;
-		if ((n->op == OP_WlQMatMul || n->op == OP_QuantizeLinear || n->op == OP_DequantizeLinear) &&
-		    hg_check_qdq(&g, n, d) != WL_OK)
+		if (n->op == OP_WlQMatMul && (hg_check_scales(&g, n, d) != WL_OK || hg_prepare_qmatmul(&g, n, d) != WL_OK))
 			goto done;
-		if (n->op == OP_WlQMatMul && hg_prepare_qmatmul(&g, n, d) != WL_OK)
+		if ((n->op == OP_QuantizeLinear || n->op == OP_DequantizeLinear) && hg_prepare_qdq(&g, n, d) != WL_OK)
 			goto done;
 	}
 	if (make_plan(&g, &plan, d) != WL_OK || gen_module(&g, &plan, d) != WL_OK)

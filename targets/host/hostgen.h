@@ -247,14 +247,20 @@ uint64_t hg_scratch_matmul_nbits(HostGen *g, const Node *n);
 int hg_prepare_qmatmul(HostGen *g, Node *n, Diag *d);
 int hg_emit_qmatmul(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 uint64_t hg_scratch_qmatmul(HostGen *g, const Node *n);
-int hg_emit_qdq(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);   /* Quantize/DequantizeLinear, int8 */
-int hg_check_qdq(HostGen *g, const Node *n, Diag *d);   /* constant scales > 0 (Q/DQ, QMatMul), before the plan */
 int hg_emit_binary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);   /* Add, Mul */
 int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);    /* Gelu, SiLU, Cast */
 int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_argmax(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_layernorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_rmsnorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+/* kgen_quant.c: QuantizeLinear / DequantizeLinear (int8/uint8/int32, per
+ * tensor or per axis). hg_prepare_qdq (host.c, before the plan) checks the
+ * node and its constant scales and zero points; hg_check_scales: the constant
+ * float scales of a Q/DQ (input 1) or QMatMul (x_scale, w_scale, y_scale)
+ * node are positive and finite (errors name node and tensor). */
+int hg_prepare_qdq(HostGen *g, Node *n, Diag *d);
+int hg_emit_qdq(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+int hg_check_scales(HostGen *g, const Node *n, Diag *d);
 
 /* hg_share.c: nodes with the same kernel key (op, attributes, input and
  * output types, absent/initializer inputs, scratch bytes) share one kernel

@@ -29,8 +29,8 @@
  * one group read byte by byte (never past the row). Stores of the last,
  * partial panel are masked. Work split as kgen_matmul.c: M tiles x N groups.
  *
- * Also the int8 edges around it: QuantizeLinear / DequantizeLinear
- * (hg_emit_qdq, per-tensor, at the end of this file).
+ * The int8 edges around it (QuantizeLinear / DequantizeLinear) are
+ * kgen_quant.c's; so is the scale check (hg_check_scales, host.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -399,78 +399,5 @@ int hg_emit_qmatmul(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		hg_if_end(g, &f);
 	hg_loop_end(g, &lt);
 	hg_par_end(g, &p);
-	return WL_OK;
-}
-
-/* ---------------------------------------------------------------- QuantizeLinear / DequantizeLinear
- * The int8 edges around a QMatMul, per-tensor scale and int8 zero point,
- * exactly as the reference (ref_quant.c):
- *   quantize:   y = saturate(rintf(x / s) + z)   (NaN → z)
- *   dequantize: y = float(q − z) · s
- * One scalar loop (LLVM vectorizes it); the scale and zero point are read at
- * run time from their inputs. */
-static int qdq_fail(HostGen *g, const Node *n, const char *what, Diag *d)
-{
-	return diag_fail(d, "%s: node '%s': %s on host: %s", mname(g), n->name, n->op_type, what);
-}
-
-/* Before the buffer plan (every node, shared kernels or not): a constant
- * scale must be positive and finite. */
-int hg_check_qdq(HostGen *g, const Node *n, Diag *d)
-{
-	for (int i = 1; i < n->ninputs; i++) {
-		const Value *v = n->inputs[i];
-		bool scale = n->op == OP_WlQMatMul ? (i == 1 || i == 4 || i == 5) : i == 1;
-		if (!scale || !v || !v->init || v->init->dtype != DT_FLOAT)
-			continue;
-		for (int64_t j = 0; j < tensor_numel(v->init); j++) {
-			double s = tensor_get_f64(v->init, j);
-			if (!(s > 0) || s > 3.4e38)
-				return diag_fail(d, "%s: node '%s': tensor '%s'[%lld] is %g: a scale must be positive and finite",
-				                 mname(g), n->name, v->name, (long long)j, s);
-		}
-	}
-	return WL_OK;
-}
-
-int hg_emit_qdq(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
-{
-	bool quant = n->op == OP_QuantizeLinear;
-	if (n->ninputs < 3 || !n->inputs[0] || !n->inputs[1] || !n->inputs[2] || n->noutputs != 1 || !n->outputs[0])
-		return qdq_fail(g, n, "needs x, a scale and an int8 zero point", d);
-	const Value *x = n->inputs[0], *y = n->outputs[0], *q = quant ? y : x, *f = quant ? x : y;
-	int64_t dims[8];
-	if (hg_dims(g, n, x, dims, d) < 0 || hg_dims(g, n, y, dims, d) < 0)
-		return WL_ERR;
-	if (q->type.elem != DT_INT8 || f->type.elem != DT_FLOAT || n->inputs[2]->type.elem != DT_INT8)
-		return qdq_fail(g, n, "int8 with float32 only", d);
-	if (hg_numel(n->inputs[1]) != 1 || hg_numel(n->inputs[2]) != 1 || attr_int(n, "block_size", 0) != 0)
-		return qdq_fail(g, n, "per-tensor scale and zero point only", d);
-	int64_t T = hg_numel(y);
-	if (T <= 0)
-		return WL_OK;
-	LLVMBuilderRef b = g->b;
-	LLVMValueRef X = hg_arg(g, fn, 0), Y = hg_arg(g, fn, n->ninputs);
-	LLVMValueRef s = hg_load(g, g->t_f32, hg_arg(g, fn, 1), hg_i64(g, 0));
-	LLVMValueRef z = LLVMBuildSExt(b, hg_load(g, g->t_i8, hg_arg(g, fn, 2), hg_i64(g, 0)), g->t_i32, "z");
-	HgLoop l;
-	LLVMValueRef i = hg_loop_begin(g, &l, hg_i64(g, 0), hg_i64(g, T), 1, "i");
-	if (quant) {
-		LLVMValueRef v = hg_load(g, g->t_f32, X, i);
-		LLVMValueRef zf = LLVMBuildSIToFP(b, z, g->t_f32, "");
-		LLVMValueRef r = LLVMBuildFDiv(b, v, s, "");
-		r = hg_intrinsic(g, "llvm.rint", g->t_f32, &r, 1);
-		r = LLVMBuildFAdd(b, r, zf, "");
-		LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, v, v, "");
-		r = LLVMBuildSelect(b, nan, zf, r, "");
-		r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, r, hg_f32(g, -128.0f), ""), hg_f32(g, -128.0f), r, "");
-		r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, r, hg_f32(g, 127.0f), ""), hg_f32(g, 127.0f), r, "");
-		hg_store(g, LLVMBuildFPToSI(b, r, g->t_i8, ""), Y, i);
-	} else {
-		LLVMValueRef qv = LLVMBuildSExt(b, hg_load(g, g->t_i8, X, i), g->t_i32, "");
-		LLVMValueRef v = LLVMBuildSIToFP(b, LLVMBuildSub(b, qv, z, ""), g->t_f32, "");
-		hg_store(g, LLVMBuildFMul(b, v, s, ""), Y, i);
-	}
-	hg_loop_end(g, &l);
 	return WL_OK;
 }

@@ -82,6 +82,12 @@ static const Case cases[] = {
 	 HDR "g (float[2,3,8] x, float[3,1] t) => (float[2,3,8] y) {\n  y = Add (x, t)\n}\n", "", "t:-5:5", 0, 0, 140},
 	{"mul",
 	 HDR "g (float[4,8] x, float[4,8] t) => (float[4,8] y) {\n  y = Mul (x, t)\n}\n", "", "", 0, 0, 140},
+	{"dequant_int8",
+	 HDR "g (int8[4,64] x, float s, int8 z) => (float[4,64] y) {\n  y = DequantizeLinear (x, s, z)\n}\n",
+	 "s:0.01:0.05,z:-5:5", "x:-128:127", 0, 0, 140},
+	{"dequant_uint8_f32",
+	 HDR "g (uint8[3,50] x, float s) => (float[3,50] y) {\n  y = DequantizeLinear (x, s)\n}\n",
+	 "s:0.2:0.3", "x:0:255", 0, 1, 140},
 	{"embedding",
 	 HDR "g (float[50,16] tab, int64[1,5] ids) => (float[1,5,16] y) {\n  y = Gather <axis = 0> (tab, ids)\n}\n",
 	 "tab:-1:1", "ids:0:49", 0, 0, 140},
@@ -126,9 +132,6 @@ static const Case cases[] = {
 	{"quantize_int8",
 	 HDR "g (float[3,40] x, float s, int8 z) => (int8[3,40] y) {\n  y = QuantizeLinear (x, s, z)\n}\n",
 	 "s:0.02:0.03,z:-10:10", "x:-3:3", 0, 0, 0},
-	{"dequantize_int8",
-	 HDR "g (int8[3,40] q, float s, int8 z) => (float[3,40] y) {\n  y = DequantizeLinear (q, s, z)\n}\n",
-	 "s:0.02:0.03,z:-10:10", "q:-128:127", 0, 0, 150},
 	{"logmel",
 	 HDR "g (float[1,3200] waveform, float[16,201] mf) => (float[1,16,20] y) {\n"
 	 "  y = ai.wlower.LogMel <n_fft = 400, hop = 160, n_mels = 16> (waveform, mf)\n}\n",
@@ -200,7 +203,7 @@ static size_t elem_bytes(const Value *v)
 {
 	if (v->type.elem == DT_INT64)
 		return 8;
-	if (v->type.elem == DT_INT8)
+	if (v->type.elem == DT_INT8 || v->type.elem == DT_UINT8)
 		return 1;
 	if (v->frac_bits == FRAC_FP16)
 		return 2;
@@ -369,6 +372,8 @@ static int prepare(int ci, const Case *c, const char *work, FILE *cpp, Prepared 
 				((float *)t->data)[k] = (float)(lo + (hi - lo) * urand(&seed));
 			else if (v->type.elem == DT_INT8)
 				((int8_t *)t->data)[k] = (int8_t)floor(lo + (hi - lo + 1) * urand(&seed));
+			else if (v->type.elem == DT_UINT8)
+				((uint8_t *)t->data)[k] = (uint8_t)floor(lo + (hi - lo + 1) * urand(&seed));
 			else if (has)
 				((int64_t *)t->data)[k] = (int64_t)floor(lo + (hi - lo + 1) * urand(&seed));
 			else

@@ -10,7 +10,13 @@
 // (symbolic dims). The prompt goes through decoder_model.onnx in one run
 // (attention_mask of ones, position_ids 0..n-1); each further token through
 // decoder_with_past_model.onnx with the presents of the previous run as the
-// past (the cache grows by concatenation, as transformers does). The next id
+// past (the cache grows by concatenation, as transformers does).
+// Or LLM_DIR is an ONNX Runtime GenAI folder (genai_config.json, no
+// decoder_with_past_model.onnx): its one graph (model.decoder.filename) runs
+// the prompt with an empty past [1, kv_heads, 0, head_size], then each token
+// with the presents as the past, as onnxruntime-genai's greedy search feeds
+// it (attention_mask of ones over past + new rows; position_ids only if the
+// graph has that input); io names from model.decoder.inputs / outputs. The next id
 // is the argmax of the last row of the logits (first index on ties). No stop
 // at eos: exactly N ids.
 // stdout: the ids, comma-separated. --logits-dir DIR: DIR/step_K.npy, the
@@ -60,32 +66,50 @@ async function main() {
 	}
 	if (!dir || !prompt || !(maxNew > 0)) die(2, 'usage: node ort_generate.js LLM_DIR --prompt-ids IDS --max-new-tokens N');
 	const ort = require(path.join(__dirname, 'node_modules', 'onnxruntime-node'));
-	const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
-	const L = cfg.num_hidden_layers;
 	const opts = {graphOptimizationLevel: 'all', executionMode: 'sequential', interOpNumThreads: 1};
 	if (threads > 0) opts.intraOpNumThreads = threads;
-	const first = await ort.InferenceSession.create(path.join(dir, 'decoder_model.onnx'), opts);
-	const step = await ort.InferenceSession.create(path.join(dir, 'decoder_with_past_model.onnx'), opts);
+	const genai = fs.existsSync(path.join(dir, 'genai_config.json')) &&
+		!fs.existsSync(path.join(dir, 'decoder_with_past_model.onnx'));
+	let L, first, step, io = {
+		input_ids: 'input_ids', attention_mask: 'attention_mask', position_ids: 'position_ids',
+		past_key_names: 'past_key_values.%d.key', past_value_names: 'past_key_values.%d.value',
+		logits: 'logits', present_key_names: 'present.%d.key', present_value_names: 'present.%d.value',
+	};
+	let emptyPast = null;
+	if (genai) {
+		const g = JSON.parse(fs.readFileSync(path.join(dir, 'genai_config.json'), 'utf8')).model.decoder;
+		L = g.num_hidden_layers;
+		Object.assign(io, g.inputs || {}, g.outputs || {});
+		first = step = await ort.InferenceSession.create(path.join(dir, g.filename || 'model.onnx'), opts);
+		const kv = g.num_key_value_heads || g.num_attention_heads;
+		const hd = g.head_size || g.hidden_size / g.num_attention_heads;
+		emptyPast = () => new ort.Tensor('float32', new Float32Array(0), [1, kv, 0, hd]);
+	} else {
+		L = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')).num_hidden_layers;
+		first = await ort.InferenceSession.create(path.join(dir, 'decoder_model.onnx'), opts);
+		step = await ort.InferenceSession.create(path.join(dir, 'decoder_with_past_model.onnx'), opts);
+	}
+	const nm = (pat, i) => pat.replace('%d', String(i));
 	if (logitsDir) fs.mkdirSync(logitsDir, {recursive: true});
 	const ids = [];
 	let past = null, pos = 0, feedIds = prompt, promptMs = 0;
 	const stepMs = [];
 	for (let k = 0; k < maxNew; k++) {
 		const n = feedIds.length;
-		const feeds = {
-			input_ids: new ort.Tensor('int64', BigInt64Array.from(feedIds), [1, n]),
-			attention_mask: new ort.Tensor('int64', new BigInt64Array(pos + n).fill(1n), [1, pos + n]),
-			position_ids: new ort.Tensor('int64', BigInt64Array.from({length: n}, (_, i) => BigInt(pos + i)), [1, n]),
-		};
-		if (past) for (let i = 0; i < L; i++) {
-			feeds['past_key_values.' + i + '.key'] = past['present.' + i + '.key'];
-			feeds['past_key_values.' + i + '.value'] = past['present.' + i + '.value'];
+		const feeds = {};
+		feeds[io.input_ids] = new ort.Tensor('int64', BigInt64Array.from(feedIds), [1, n]);
+		feeds[io.attention_mask] = new ort.Tensor('int64', new BigInt64Array(pos + n).fill(1n), [1, pos + n]);
+		if (!genai || first.inputNames.includes(io.position_ids))
+			feeds[io.position_ids] = new ort.Tensor('int64', BigInt64Array.from({length: n}, (_, i) => BigInt(pos + i)), [1, n]);
+		if (past || genai) for (let i = 0; i < L; i++) {
+			feeds[nm(io.past_key_names, i)] = past ? past[nm(io.present_key_names, i)] : emptyPast();
+			feeds[nm(io.past_value_names, i)] = past ? past[nm(io.present_value_names, i)] : emptyPast();
 		}
 		const t0 = process.hrtime.bigint();
 		const out = await (past ? step : first).run(feeds);
 		const ms = Number(process.hrtime.bigint() - t0) / 1e6;
 		if (past) stepMs.push(ms); else promptMs = ms;
-		const lg = out.logits, V = lg.dims[2];
+		const lg = out[io.logits], V = lg.dims[2];
 		const off = (n - 1) * V;
 		const id = argmax(lg.data, off, V);
 		if (logitsDir) npyWriteF32(path.join(logitsDir, 'step_' + k + '.npy'), lg.data.slice(off, off + V));

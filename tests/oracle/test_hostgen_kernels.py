@@ -46,10 +46,12 @@ def sh(cmd):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
 
 
-DT = {np.float32: "float", np.uint8: "uint8", np.int64: "int64", np.int32: "int32", np.int8: "int8"}
+DT = {np.float32: "float", np.uint8: "uint8", np.int8: "int8", np.int64: "int64", np.int32: "int32"}
 
 
 def tdecl(a):
+    if a.ndim == 0:
+        return DT[a.dtype.type]
     return "%s[%s]" % (DT[a.dtype.type], ",".join(str(s) for s in a.shape))
 
 
@@ -298,6 +300,41 @@ def io_copies(name, rng):
     return name, g, {"x": x}
 
 
+def qdq_tensor(name, rng):
+    """QuantizeLinear int8 per tensor (zp 3, scale 0.25 so that x / scale hits
+    exact halves: round half to even; values beyond the range saturate; NaN
+    gives zp), 18000 elements (several chunks), then DequantizeLinear of it."""
+    x = rnd(rng, (2, 9000), 20.0)
+    x[0, :8] = np.array([0.125, 0.375, -0.125, -0.375, 0.625, 100.0, -100.0, np.nan], np.float32)
+    inits = {"s": np.array(0.25, np.float32), "z": np.array(3, np.int8)}
+    g = graph(["q = QuantizeLinear (x, s, z)", "y = DequantizeLinear (q, s, z)"], {"x": x}, inits,
+              [("q", "int8", (2, 9000)), ("y", "float", (2, 9000))])
+    return name, g, {"x": x}
+
+
+def qdq_axis(name, rng):
+    """per axis: QuantizeLinear uint8 axis 1 with zero points, and back;
+    QuantizeLinear axis -1 without a zero point (uint8 by default);
+    DequantizeLinear of an int8 graph input along axis 0 and of int32."""
+    x = rnd(rng, (3, 5, 37), 3.0)
+    x2 = rnd(rng, (4, 33), 2.0)
+    q8 = rng.integers(-128, 128, (4, 33), dtype=np.int8)
+    i32 = rng.integers(-100000, 100000, (7,), dtype=np.int32)
+    inits = {"s1": (rng.random(5) * 0.05 + 0.01).astype(np.float32),
+             "z1": rng.integers(0, 256, (5,), dtype=np.uint8),
+             "s2": (rng.random(33) * 0.03 + 0.005).astype(np.float32),
+             "s0": (rng.random(4) * 0.1 + 0.01).astype(np.float32),
+             "z0": rng.integers(-128, 128, (4,), dtype=np.int8),
+             "sc": np.array(0.001, np.float32)}
+    nodes = ["q1 = QuantizeLinear <axis = 1> (x, s1, z1)", "y1 = DequantizeLinear <axis = 1> (q1, s1, z1)",
+             "q2 = QuantizeLinear <axis = -1> (x2, s2)",
+             "y0 = DequantizeLinear <axis = 0> (q8, s0, z0)", "y32 = DequantizeLinear (i32, sc)"]
+    outs = [("q1", "uint8", (3, 5, 37)), ("y1", "float", (3, 5, 37)), ("q2", "uint8", (4, 33)),
+            ("y0", "float", (4, 33)), ("y32", "float", (7,))]
+    ins = {"x": x, "x2": x2, "q8": q8, "i32": i32}
+    return name, graph(nodes, ins, inits, outs), ins
+
+
 def cases(rng):
     return [
         mm4("mm4_zp_bias", rng),
@@ -328,6 +365,8 @@ def cases(rng):
         gather("gather", rng),
         argmax("argmax", rng),
         io_copies("io_copies", rng),
+        qdq_tensor("qdq_tensor", rng),
+        qdq_axis("qdq_axis", rng),
     ] + qmm_cases(rng)
 
 
@@ -359,8 +398,8 @@ def run_case(wlower, work, name, text, feeds, threads, opts=None):
     for f in sorted(f for f in os.listdir(os.path.join(d, "ref")) if f.endswith(".npy")):
         ref = np.load(os.path.join(d, "ref", f))
         got = np.load(os.path.join(d, "out", f))
-        if ref.dtype.kind in "iu" or opts.get("exact"):
-            same = ref.shape == got.shape and np.array_equal(ref, got)
+        if ref.dtype.kind in "iu" or opts.get("exact") or name.startswith("qdq"):   # QDQ: bit for bit
+            same = ref.shape == got.shape and np.array_equal(ref, got, equal_nan=ref.dtype.kind == "f")
             ok &= same
             msgs.append("%s %s" % (f, "equal" if same else "DIFFERENT (%d of %d)" % (
                 int(np.sum(ref != got)) if ref.shape == got.shape else -1, ref.size)))

@@ -24,6 +24,10 @@ Generates malformed cases (deterministic: every random choice comes from
   clobber   -o / --output-dir onto a folder holding user files: refused, files
             untouched; an empty folder or a wlower module is replaced
   fuzz      seeded random mutations (byte flips, inserts, deletes) of every input kind
+  genai     an ONNX Runtime GenAI folder for --pipeline llm: genai_config.json
+            truncated, not JSON, missing or mistyped fields, io name patterns
+            without one %d, names the graph lacks, a filename outside the
+            folder or missing, a truncated model.onnx
 
 Each case expects an exit status (1 bad input, 2 usage error; some accept 0
 too, e.g. a bit flip inside weight data; valid variants expect 0) and, on
@@ -63,7 +67,7 @@ from onnx import TensorProto, helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-CLASSES = ["onnx", "npy", "tranges", "module", "cli", "fifo", "disk", "clobber", "fuzz"]
+CLASSES = ["onnx", "npy", "tranges", "module", "cli", "fifo", "disk", "clobber", "fuzz", "genai"]
 
 # ---------------------------------------------------------------------------
 # KNOWN_FAILING: the cases that fail today (release and ASan builds, seed 14), by
@@ -209,6 +213,13 @@ class Fixtures:
         onnx.save(helper.make_model(big, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
                   self.p("big.onnx"))
         wr(self.p("xbig.npy"), npy_bytes(rng.standard_normal((1, 256)).astype(np.float32)))
+        # an ONNX Runtime GenAI folder (examples/models/genai_llama.py, float MatMuls)
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "examples/models/genai_llama.py"), self.p("genai"),
+                            "--layers", "1", "--hidden", "32", "--heads", "2", "--kv-heads", "1", "--ffn", "64",
+                            "--vocab", "64", "--max-pos", "16"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=900)
+        if r.returncode != 0:
+            sys.exit("campaign: fixture step failed: genai_llama.py\n%s" % r.stderr.strip())
         # module directories
         self.wl("model.onnx", "--target", "host", "-o", "hmod")
         self.wl("model_b.onnx", "--target", "host", "-o", "hmod_b")
@@ -938,6 +949,54 @@ def gen_clobber(fx, rng):
     return cases
 
 
+def gen_genai(fx, rng):
+    cases = []
+    argv = ["genai", "--pipeline", "llm", "--target", "ref", "--max-seq", "8", "--prefill-rows", "2", "-o", "out"]
+    good = rd(fx.p("genai", "genai_config.json"))
+    cfg = json.loads(good)
+
+    def case(name, data, names=("genai_config.json",), expect=(1,), model=None):
+        steps = [cp_fixture(fx, "genai"), put("genai/genai_config.json", data)]
+        if model is not None:
+            steps.append(put("genai/model.onnx", model))
+        cases.append(Case("genai/%s" % name, "genai", argv, seq(*steps), names=names, out="out", expect=expect))
+
+    def edit(name, f, names=("genai_config.json",), expect=(1,)):
+        c = json.loads(good)
+        f(c["model"], c["model"]["decoder"])
+        case(name, json.dumps(c), names, expect)
+    case("valid", good, names=(), expect=(0,))
+    n = len(good)
+    for o in sorted(set([0, 1, n // 2, n - 2] + rng.sample(range(2, n - 2), 4))):
+        case("trunc/%d" % o, good[:o])
+    case("bad-json", good.decode().replace("}", ",}", 1))
+    case("not-object", "[1]")
+    case("no-decoder", json.dumps({"model": {k: v for k, v in cfg["model"].items() if k != "decoder"}}))
+    edit("layers-text", lambda m, d: d.update(num_hidden_layers="1"), ("genai_config.json", "num_hidden_layers"))
+    edit("layers-0", lambda m, d: d.update(num_hidden_layers=0), ("genai_config.json", "num_hidden_layers"))
+    edit("layers-more", lambda m, d: d.update(num_hidden_layers=2), ("model.onnx", "past_key_values.1.key"))
+    edit("kv-heads-3", lambda m, d: d.update(num_key_value_heads=3), ("genai_config.json", "num_key_value_heads"))
+    edit("no-vocab", lambda m, d: m.pop("vocab_size"), ("genai_config.json", "vocab_size"))
+    edit("context-1", lambda m, d: m.update(context_length=1), ("genai_config.json", "context_length"))
+    edit("eos-huge", lambda m, d: m.update(eos_token_id=99999), ("genai_config.json", "eos_token_id"))
+    edit("eos-list", lambda m, d: m.update(eos_token_id=[2, 3]), (), (0,))
+    edit("filename-abs", lambda m, d: d.update(filename="/etc/hostname"), ("genai_config.json", "filename"))
+    edit("filename-up", lambda m, d: d.update(filename="../model.onnx"), ("genai_config.json", "filename"))
+    edit("filename-missing", lambda m, d: d.update(filename="none.onnx"), ("none.onnx",))
+    edit("filename-number", lambda m, d: d.update(filename=3), ("genai_config.json", "filename"))
+    edit("pattern-no-d", lambda m, d: d.update(inputs={"past_key_names": "pk"}), ("genai_config.json", "past_key_names"))
+    edit("pattern-two-d", lambda m, d: d.update(inputs={"past_key_names": "pk.%d.%d"}),
+         ("genai_config.json", "past_key_names"))
+    edit("pattern-s", lambda m, d: d.update(inputs={"past_key_names": "pk.%s"}), ("genai_config.json", "past_key_names"))
+    edit("pattern-number", lambda m, d: d.update(outputs={"logits": 5}), ("genai_config.json", "logits"))
+    edit("name-absent", lambda m, d: d.update(inputs={"past_key_names": "pk.%d"}), ("model.onnx", "pk.0"))
+    edit("output-absent", lambda m, d: d.update(outputs={"logits": "scores"}), ("model.onnx", "scores"))
+    edit("input-is-output", lambda m, d: d.update(inputs={"input_ids": "logits"}), ("model.onnx", "logits"))
+    mb = rd(fx.p("genai", "model.onnx"))
+    case("model-trunc", good, ("model.onnx",), model=mb[:len(mb) // 3])
+    return cases
+
+
 def gen_fuzz(fx, rng):
     """Seeded random mutations of every input kind: a clean answer either way."""
     cases = []
@@ -988,7 +1047,8 @@ def gen_fuzz(fx, rng):
 
 
 GENERATORS = {"onnx": gen_onnx, "npy": gen_npy, "tranges": gen_tranges, "module": gen_module, "cli": gen_cli,
-              "fifo": gen_fifo, "disk": gen_disk, "clobber": gen_clobber, "fuzz": gen_fuzz}
+              "fifo": gen_fifo, "disk": gen_disk, "clobber": gen_clobber, "fuzz": gen_fuzz,
+              "genai": gen_genai}
 
 # ---------------------------------------------------------------------------
 # running and checking one case

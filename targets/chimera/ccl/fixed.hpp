@@ -80,7 +80,7 @@ struct FixedPoint32 {
 };
 
 constexpr bool isFixed(int fmt) { return fmt >= 0 && fmt <= 31; }
-constexpr int elemSize(int fmt) { return fmt == FP16 ? 2 : fmt == I64 ? 8 : fmt == I8 ? 1 : 4; }
+constexpr int elemSize(int fmt) { return fmt == FP16 ? 2 : fmt == I64 ? 8 : fmt == I8 || fmt == U8 ? 1 : 4; }
 
 /* float → fixed Q (F32 storage only): round half up, saturating. */
 inline int64_t f32_to_fixed64(float f, int Q)

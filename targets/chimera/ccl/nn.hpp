@@ -201,6 +201,19 @@ void embedding(ccl::Ctx &c, const void *ids, const void *table, void *y, const c
 	c.alu += (unsigned long long)NIDS * D;
 }
 
+/* DequantizeLinear, per tensor: y = (q - ZP) * scale with M = round(scale * 2^Q)
+ * (ops/quant.c): (q - ZP) * M is y at Q, stored in FY (round half up, saturating). */
+template <long long NEL, int SIGNED, long long ZP, long long M, int Q, int FY>
+void dequantize(ccl::Ctx &c, const void *x, void *y)
+{
+	using namespace ccl;
+	for (long long i = 0; i < NEL; i++) {
+		int64_t q = SIGNED ? (int64_t)((const int8_t *)x)[i] : (int64_t)((const uint8_t *)x)[i];
+		stq<FY>(y, (size_t)i, (q - ZP) * M, Q);
+	}
+	c.alu += (unsigned long long)NEL;
+}
+
 } // namespace nn
 
 namespace ccl {
@@ -243,13 +256,11 @@ void copy(Ctx &c, const void *x, void *y)
 	c.alu += (unsigned long long)NEL;
 }
 
-/* QuantizeLinear / DequantizeLinear with a per-tensor scale (API.md): the
- * requantization between a fixed-point format and int8 (ccl::I8), one
- * multiplier rq = {mult, shift, zp} (int64[3]; r = mult·2^−shift):
- *   quantize:   q = saturate_int8(round-half-up(x_QX · mult · 2^−shift) + zp),
- *               r = 2^−QX / scale
- *   dequantize: y_QY = round-half-up((q − zp) · mult · 2^−shift), stored in FY,
- *               r = scale · 2^QY */
+/* QuantizeLinear with a per-tensor scale (API.md): the requantization from a
+ * fixed-point format to int8 (ccl::I8), one multiplier rq = {mult, shift, zp}
+ * (int64[3]; r = mult·2^−shift = 2^−QX / scale):
+ *   q = saturate_int8(round-half-up(x_QX · mult · 2^−shift) + zp).
+ * DequantizeLinear is nn::dequantize. */
 template <long long NEL, int FX, int QX>
 void quantize(Ctx &c, const void *x, const void *rq, void *y)
 {
@@ -257,17 +268,6 @@ void quantize(Ctx &c, const void *x, const void *rq, void *y)
 	for (long long i = 0; i < NEL; i++) {
 		int64_t v = rshift_round128((__int128)ldq<FX>(x, (size_t)i, QX) * r[0], (int)r[1]) + r[2];
 		((int8_t *)y)[i] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
-	}
-	c.alu += (unsigned long long)NEL;
-}
-
-template <long long NEL, int FY, int QY>
-void dequantize(Ctx &c, const void *xq, const void *rq, void *y)
-{
-	const int64_t *r = (const int64_t *)rq;
-	for (long long i = 0; i < NEL; i++) {
-		int64_t q = ((const int8_t *)xq)[i];
-		stq<FY>(y, (size_t)i, rshift_round128((__int128)(q - r[2]) * r[0], (int)r[1]), QY);
 	}
 	c.alu += (unsigned long long)NEL;
 }

@@ -116,6 +116,10 @@ const char *npy_descr(const char *dtype)
 		return "<i4";
 	if (!std::strcmp(dtype, "float16"))
 		return "<f2";
+	if (!std::strcmp(dtype, "int8"))
+		return "|i1";
+	if (!std::strcmp(dtype, "uint8"))
+		return "|u1";
 	return nullptr;
 }
 
@@ -157,7 +161,8 @@ void json_str(FILE *f, const char *s)
 
 size_t dtype_size(const char *dtype)
 {
-	return !std::strcmp(dtype, "int64") ? 8 : !std::strcmp(dtype, "float16") ? 2 : 4;
+	return !std::strcmp(dtype, "int64") ? 8 : !std::strcmp(dtype, "float16") ? 2
+	     : !std::strcmp(dtype, "int8") || !std::strcmp(dtype, "uint8") ? 1 : 4;
 }
 
 /* Input io from its raw bytes (dtype of io): float32 quantized to io.fmt. */

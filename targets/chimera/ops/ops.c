@@ -38,9 +38,9 @@ const ChOp chimera_ops[OP_COUNT_] = {
 	[OP_WlGreedyArgMax]        = {KERNEL("ccl::argmax", argmax),                CH_TILE_ARGMAX,    1},
 	/* conv.c */
 	[OP_WlConvStem]            = {KERNEL("whisper::convStem", conv_stem),       CH_TILE_CONV,      0},
-	/* quant.c: the int8 edges of QDQ graphs */
+	/* quant.c: the int8 / uint8 edges of QDQ graphs */
 	[OP_QuantizeLinear]        = {KERNEL("ccl::quantize", quantize),            CH_TILE_ROWS,      0},
-	[OP_DequantizeLinear]      = {KERNEL("ccl::dequantize", dequantize),        CH_TILE_ROWS,      0},
+	[OP_DequantizeLinear]      = {KERNEL("nn::dequantize", dequant),            CH_TILE_ROWS,      0},
 	/* logmel.c */
 	[OP_WlLogMel]              = {KERNEL("whisper::logMel", logmel),            CH_TILE_LOGMEL,    1},
 };

@@ -111,6 +111,6 @@ CK_KERNEL(argmax);         /* argmax.c: GreedyArgMax */
 CK_KERNEL(conv_stem);      /* conv.c: ConvStem */
 CK_KERNEL(logmel);         /* logmel.c: LogMel */
 CK_KERNEL(quantize);       /* quant.c: QuantizeLinear */
-CK_KERNEL(dequantize);     /* quant.c: DequantizeLinear */
+CK_KERNEL(dequant);        /* quant.c: DequantizeLinear (int8/uint8, per tensor) */
 
 #endif

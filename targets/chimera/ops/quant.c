@@ -1,16 +1,32 @@
-/* quant.c — the int8 edges of QDQ graphs (ccl/nn.hpp, API.md):
+/* quant.c — the int8 / uint8 edges of QDQ graphs (ccl/nn.hpp, API.md):
  *   QuantizeLinear   fixed point (or FP16/F32) → int8: ccl::quantize
- *   DequantizeLinear int8 → the output's format:   ccl::dequantize
- * Per-tensor constant scale and int8 zero point (absent: 0) only; the blob
- * "requant" is int64 [3] = {mult, shift, zp} with mult·2^−shift the real
- * factor (2^−QX / scale, scale · 2^QY; ck_qmm_multiplier). A QDQ-wrapped
- * MatMul is one QMatMul (matmul.c); these are the edges around it.
- * ALU ops: one per element.
+ *   DequantizeLinear int8 / uint8 → the output's format: nn::dequantize
+ * A QDQ-wrapped MatMul is one QMatMul (matmul.c); these are the edges around
+ * it, and the dequantized int8 KV cache of the vendor's single-token Qwen2
+ * graph. ALU ops: one per element.
+ *
+ * QuantizeLinear: per-tensor constant scale and int8 zero point (absent: 0)
+ * only; the blob "requant" is int64 [3] = {mult, shift, zp} with
+ * mult·2^−shift = 2^−QX / scale (ck_qmm_multiplier).
+ *
+ * DequantizeLinear: y = (q - zp) · scale, stored in y's format FY (fixed
+ * point, fp16 or f32). The scale becomes an integer multiplier
+ * M = round(scale · 2^Q) with Q = max(30 - floor(log2 scale), FY) (M < 2^31
+ * unless Q = FY), so that (q - zp) · M is y at Q exactly up to M's rounding,
+ * then stored with the usual rounding (half up) and saturation of stq
+ * (ccl/fixed.hpp).
+ * Not supported (errors naming node and tensor): a per-axis or non-constant
+ * scale or zero point, blocked quantization, int32 / uint8 QuantizeLinear
+ * output, int32 DequantizeLinear input, a constant input (QDQ weights belong
+ * to a QMatMul; others are folded before), a scale that is not positive and
+ * finite or so small that M is 0.
  */
 #include <math.h>
 #include "ops.h"
 
-/* scale and zero point of a per-tensor Q/DQ node; q: the int8 side */
+/* ------------------------------------------------------- QuantizeLinear */
+
+/* scale and zero point of a per-tensor QuantizeLinear; q: its int8 output */
 static int qparams(const Node *n, const Value *q, double *s, int64_t *z, Diag *d)
 {
 	if (n->ninputs < 2 || !nin(n, 1) || ck_need_const(n, 1, d))
@@ -34,7 +50,7 @@ static int qparams(const Node *n, const Value *q, double *s, int64_t *z, Diag *d
 	return WL_OK;
 }
 
-static int pack(const Node *n, CclKernelInfo *ki, bool quant, Diag *d)
+int ck_quantize_info(const Node *n, CclKernelInfo *ki, Diag *d)
 {
 	Value *x = nin(n, 0), *y = nout(n, 0);
 	if (!x || !y || ck_need_shape(n, x, d))
@@ -43,22 +59,18 @@ static int pack(const Node *n, CclKernelInfo *ki, bool quant, Diag *d)
 		return KFAIL(n, "constant input (QDQ weights belong to a QMatMul)");
 	double s = 1;
 	int64_t z = 0;
-	if (qparams(n, quant ? y : x, &s, &z, d))
+	if (qparams(n, y, &s, &z, d))
 		return WL_ERR;
 	int f;
-	if (ck_fmt(n, quant ? x : y, d, &f))
+	if (ck_fmt(n, x, d, &f))
 		return WL_ERR;
-	int q = ck_work_q(quant ? x : y);
 	CclBlob *b = ck_add_blob(ki, "requant", 24);
 	int64_t *r = (int64_t *)b->data;
-	ck_qmm_multiplier(quant ? ldexp(1.0, -q) / s : ldexp(s, q), &r[0], &r[1]);
+	ck_qmm_multiplier(ldexp(1.0, -ck_work_q(x)) / s, &r[0], &r[1]);
 	r[2] = z;
 	ki->alu_ops = (uint64_t)numel_of(x);
 	return WL_OK;
 }
-
-int ck_quantize_info(const Node *n, CclKernelInfo *ki, Diag *d) { return pack(n, ki, true, d); }
-int ck_dequantize_info(const Node *n, CclKernelInfo *ki, Diag *d) { return pack(n, ki, false, d); }
 
 /* ccl::quantize<elements, FX, QX>(c, x, rq, y) */
 int ck_quantize_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *f, Diag *d)
@@ -71,13 +83,65 @@ int ck_quantize_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *f
 	return WL_OK;
 }
 
-/* ccl::dequantize<elements, FY, QY>(c, xq, rq, y) */
-int ck_dequantize_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *f, Diag *d)
+/* ----------------------------------------------------- DequantizeLinear */
+
+typedef struct Dq {
+	int sgn;                  /* 1: int8, 0: uint8 */
+	int64_t zp, M;
+	int Q, FY;
+} Dq;
+
+static int dq_read(const Node *n, Dq *q, Diag *d)
 {
-	char y[24];
-	if (ck_fo(n, nout(n, 0), d, y))
+	Value *x = nin(n, 0), *s = nin(n, 1), *z = nin(n, 2), *y = nout(n, 0);
+	if (!x || !s || !y || ck_need_shape(n, x, d))
 		return WL_ERR;
-	fprintf(f, "%s<%lldLL, %s, %d>(c, %s, %s, %s);\n", op->cpp, (long long)numel_of(nin(n, 0)), y,
-	        ck_work_q(nout(n, 0)), a->in[0], a->blob[0], a->out[0]);
+	if (x->init)
+		return KFAIL(n, "constant input (QDQ weights belong to a QMatMul; others are folded)");
+	if (x->type.elem != DT_INT8 && x->type.elem != DT_UINT8)
+		return KFAIL(n, "tensor '%s': only int8 and uint8 inputs are supported", x->name);
+	if (attr_int(n, "block_size", 0) != 0)
+		return KFAIL(n, "blocked quantization is not supported");
+	if (!s->init || s->init->dtype != DT_FLOAT || tensor_numel(s->init) != 1)
+		return KFAIL(n, "tensor '%s': the scale must be one constant float32 (per tensor)", s->name);
+	if (z && (!z->init || z->init->dtype != x->type.elem || tensor_numel(z->init) != 1))
+		return KFAIL(n, "tensor '%s': the zero point must be one constant of the input's type", z->name);
+	double sc = tensor_get_f64(s->init, 0);
+	if (!(sc > 0) || !isfinite(sc))
+		return KFAIL(n, "tensor '%s': scale %g is not positive and finite", s->name, sc);
+	q->sgn = x->type.elem == DT_INT8;
+	q->zp = z ? tensor_get_i64(z->init, 0) : 0;
+	if (ck_fmt(n, y, d, &q->FY))
+		return WL_ERR;
+	int fy = q->FY >= 0 ? q->FY : 0;
+	q->Q = 30 - (int)floor(log2(sc));
+	if (q->Q < fy)
+		q->Q = fy;
+	if (q->Q > 62)
+		return KFAIL(n, "tensor '%s': scale %g is too small for a fixed-point multiplier", s->name, sc);
+	q->M = llround(ldexp(sc, q->Q));
+	if (q->M < 1)
+		return KFAIL(n, "tensor '%s': scale %g is too small for a fixed-point multiplier", s->name, sc);
+	return WL_OK;
+}
+
+int ck_dequant_info(const Node *n, CclKernelInfo *ki, Diag *d)
+{
+	Dq q;
+	if (dq_read(n, &q, d))
+		return WL_ERR;
+	ki->alu_ops = (uint64_t)numel_of(nin(n, 0));
+	return WL_OK;
+}
+
+/* OP<elements, int8?, zp, M, Q, FY>(c, x, y) */
+int ck_dequant_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *f, Diag *d)
+{
+	Dq q;
+	char y[24];
+	if (dq_read(n, &q, d) || ck_fo(n, nout(n, 0), d, y))
+		return WL_ERR;
+	fprintf(f, "%s<%lldLL, %d, %lldLL, %lldLL, %d, %s>(c, %s, %s);\n", op->cpp, (long long)numel_of(nin(n, 0)), q.sgn,
+	        (long long)q.zp, (long long)q.M, q.Q, y, a->in[0], a->out[0]);
 	return WL_OK;
 }

@@ -50,7 +50,7 @@ static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCas
 
 static int io_dtype(const char *s)
 {
-	static const int dts[] = {DT_FLOAT, DT_FLOAT16, DT_INT64, DT_INT32};
+	static const int dts[] = {DT_FLOAT, DT_FLOAT16, DT_INT64, DT_INT32, DT_INT8, DT_UINT8};
 	for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++)
 		if (!strcmp(s, manifest_io_dtype(dts[i])))
 			return dts[i];
