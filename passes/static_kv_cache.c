@@ -1,7 +1,9 @@
-/* static_kv_cache.c — --static-kv-cache: the step program of an LLM
- * pipeline. Each fused attention reads its KV cache in place and returns
- * only the new rows, which the runtime writes into the cache itself
- * (runtime/pipelines/llm.c), so a step costs no copy of the cache.
+/* static_kv_cache.c — --static-kv-cache: the step programs of the LLM and
+ * Whisper pipelines. Each fused attention reads its KV cache in place and
+ * returns only the new rows, which the runtime writes into the cache itself
+ * (runtime/pipelines/llm.c, whisper.c), so a step costs no copy of the
+ * cache. Whisper's decoder self-attention is a GroupQueryAttention (kv_heads
+ * = heads, no RoPE) once kv-step-mask has run, so the same rewrite applies.
  *
  *   g (..., float[B,Hkv,P,hd] past_k, float[B,Hkv,P,hd] past_v, int64[B,P+T] mask)
  *     => (..., float[B,Hkv,P+T,hd] present_k, float[B,Hkv,P+T,hd] present_v) {

@@ -4,12 +4,12 @@
 #   2. build-asan/  the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   3. build-fuzz/  libFuzzer (clang) on the binary importer, the text parser,
 #                   the .npy, .tranges, manifest and tokenizer.json readers, bounded time
-#                   (FUZZ_SECONDS, default 30 each), corpora seeded by
+#                   (FUZZ_SECONDS, default 20 each), corpora seeded by
 #                   tests/fuzz/seed.sh (libonnx-testdata and small generated files)
 # Ends with one line "N passed, M failed" and exits non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.."
-FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 FUZZ_TARGETS="import text npy tranges manifest tokenizer"
 passed=0
 failed=0

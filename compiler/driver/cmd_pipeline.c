@@ -222,7 +222,7 @@ static int rename_genai_io(Module *m, const GenaiIo *io, int64_t layers, const c
 }
 
 /* Output `name` of the compiled program, with its shape, or an error. */
-static int check_io(const cJSON *prog, const char *list, const char *name, int rank, const int64_t *shape,
+int pipeline_check_io(const cJSON *prog, const char *list, const char *name, int rank, const int64_t *shape,
                     const char *model, Diag *d)
 {
 	const cJSON *io;
@@ -256,17 +256,17 @@ static int check_step(const cJSON *prog, const HfConfig *c, int64_t S, int64_t T
 {
 	int64_t one[2] = {1, T}, m[2] = {1, P + T}, hs[3] = {1, T, c->hidden};
 	int64_t past[4] = {1, c->kv_heads, S, c->head_dim}, pres[4] = {1, c->kv_heads, T, c->head_dim};
-	int rc = check_io(prog, "inputs", "input_ids", 2, one, model, d);
-	rc = rc ?: check_io(prog, "inputs", "position_ids", 2, one, model, d);
-	rc = rc ?: check_io(prog, "inputs", "attention_mask", 2, m, model, d);
-	rc = rc ?: check_io(prog, "outputs", "hidden_states", 3, hs, model, d);
+	int rc = pipeline_check_io(prog, "inputs", "input_ids", 2, one, model, d);
+	rc = rc ?: pipeline_check_io(prog, "inputs", "position_ids", 2, one, model, d);
+	rc = rc ?: pipeline_check_io(prog, "inputs", "attention_mask", 2, m, model, d);
+	rc = rc ?: pipeline_check_io(prog, "outputs", "hidden_states", 3, hs, model, d);
 	for (int64_t i = 0; rc == WL_OK && i < 2 * c->layers; i++) {
 		char nm[64];
 		snprintf(nm, sizeof nm, "past_key_values.%lld.%s", (long long)(i / 2), i % 2 ? "value" : "key");
 		if (P)
-			rc = check_io(prog, "inputs", nm, 4, past, model, d);
+			rc = pipeline_check_io(prog, "inputs", nm, 4, past, model, d);
 		snprintf(nm, sizeof nm, "present.%lld.%s", (long long)(i / 2), i % 2 ? "value" : "key");
-		rc = rc ?: check_io(prog, "outputs", nm, 4, pres, model, d);
+		rc = rc ?: pipeline_check_io(prog, "outputs", nm, 4, pres, model, d);
 	}
 	return rc;
 }
@@ -276,10 +276,10 @@ static int check_step(const cJSON *prog, const HfConfig *c, int64_t S, int64_t T
 static int check_head(const cJSON *prog, const HfConfig *c, bool argmax, const char *model, Diag *d)
 {
 	int64_t hs[3] = {1, 1, c->hidden}, lg[3] = {1, 1, c->vocab};
-	int rc = check_io(prog, "inputs", "hidden_states", 3, hs, model, d);
+	int rc = pipeline_check_io(prog, "inputs", "hidden_states", 3, hs, model, d);
 	if (argmax)
-		return rc ?: check_io(prog, "outputs", "token_ids", 2, lg, model, d);
-	return rc ?: check_io(prog, "outputs", "logits", 3, lg, model, d);
+		return rc ?: pipeline_check_io(prog, "outputs", "token_ids", 2, lg, model, d);
+	return rc ?: pipeline_check_io(prog, "outputs", "logits", 3, lg, model, d);
 }
 
 /* A program of several rows must attend causally: torch.onnx traces Python

@@ -20,9 +20,11 @@
  *             with --kv-step: inputs input_ids [1,1], position_ids [1],
  *             attention_mask [1,S], past_key_values.N.decoder.* [1,H,S-1,hd]
  *             (the static-size self-attention cache) and .encoder.* (cross
- *             K/V); outputs logits [1,1,V] and present.N.decoder.* [1,H,S,hd]
- *             whose last row is the new token's K/V (the runtime copies it
- *             into cache row p; whisper.c says how).
+ *             K/V); outputs logits [1,1,V] and present.N.decoder.* [1,H,1,hd]:
+ *             with --static-kv-cache the self-attention (GroupQueryAttention
+ *             after kv-step-mask) reads the cache in place and outputs only
+ *             the new token's K/V, which the runtime writes into cache row p
+ *             (whisper.c says how).
  * Prefill is the step run for each prompt token (no separate program); the
  * final norm and LM head are in step (no lm_head program), and the greedy
  * choice is made by the runtime after the timestamp rules.
@@ -203,6 +205,7 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 	PipelineOptions base = *pa->pipe, mel = base, stp = base;
 	mel.fuse.prepend_logmel = true;
 	stp.canon.kv_step = true;
+	stp.fuse.static_kv_cache = true;
 	PipelineArgs amel = *pa, abase = *pa, astep = *pa, aref = *pa;
 	amel.pipe = &mel;
 	abase.pipe = &base;
@@ -227,6 +230,15 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 	if (model_read(step, &m, d) != WL_OK ||
 	    pipeline_compile_module(&astep, m, step, step_dims, 4, "step", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
+	/* the runtime writes each present's one row into the cache (whisper.c) */
+	const cJSON *sp = cJSON_GetArrayItem(programs, cJSON_GetArraySize(programs) - 1);
+	int64_t row[4] = {1, c.heads, 1, c.d / c.heads};
+	for (int64_t i = 0; i < 2 * c.layers; i++) {
+		char nm[64];
+		snprintf(nm, sizeof nm, "present.%lld.decoder.%s", (long long)(i / 2), i % 2 ? "value" : "key");
+		if (pipeline_check_io(sp, "outputs", nm, 4, row, step, d) != WL_OK)
+			return WL_ERR;
+	}
 	return WL_OK;
 }
 

@@ -66,6 +66,11 @@ int cmd_compile_pipeline(const PipelineArgs *pa);
  * attention is not causal over its rows. */
 int pipeline_compile_module(const PipelineArgs *pa, Module *m, const char *model, const DimBinding *dims, int nd,
                             const char *name, const char *dir, bool need_causal, struct cJSON *programs, Diag *d);
+/* cmd_pipeline.c: the program entry `prog` (as pipeline_compile_module
+ * appends it) has input ("inputs") or output ("outputs") `name` of the given
+ * rank and shape (entries < 0: any), else a one-line error naming model. */
+int pipeline_check_io(const struct cJSON *prog, const char *list, const char *name, int rank, const int64_t *shape,
+                      const char *model, Diag *d);
 /* cmd_pipeline_whisper.c: `--pipeline whisper` (programs mel, encoder,
  * cross_kv, step) into the temporary folder dir; fills root (pipeline.json
  * without "files"). */

@@ -10,13 +10,15 @@
  *   openai-whisper's transcribe() does.
  *
  * The self-attention cache is static: per layer key and value buffers
- * [1, H, S-1, hd] (S = text_ctx) bound as the step's past inputs. At position
- * p the step reads attention_mask 1 on rows < p and on row S-1 (where the
- * graph's Concat puts the new token's K/V: present = concat(past, new)), 0
- * elsewhere, and position_ids = p; afterwards row S-1 of each present output
- * is copied into cache row p (hd floats per head: the step outputs the whole
- * present, the runtime reads one row of it). This is llm.c's scheme; the cost
- * of a step does not grow with p except through attention itself.
+ * [1, H, S-1, hd] (S = text_ctx) bound as the step's past inputs and read in
+ * place (GroupQueryAttention static_cache = 1: compiler/driver/
+ * cmd_pipeline_whisper.c). At position p the step reads attention_mask 1 on
+ * rows < p and on row S-1 (the new token's own key, after the S-1 cache
+ * rows), 0 elsewhere, and position_ids = p; its present outputs are the new
+ * token's K/V only ([1, H, 1, hd]), which are written into cache row p (hd
+ * floats per head). Nothing copies the cache per step, so a step costs the
+ * same at every p but for attention over the p rows in use. S-1 rows suffice:
+ * positions run 0..S-1 and the last one's row is never read (not written).
  *
  * Decoding rules (openai-whisper decoding.py, greedy at temperature 0; beam
  * search below, decode_beam):
@@ -310,13 +312,17 @@ static int step(Whisper *w, RTensor *cache, int64_t tok, int p, const RTensor **
 		return WL_OK;
 	int64_t hd = wi->head_dim, rows = S - 1;
 	for (int i = 0; i < 2 * wi->layers; i++) {
-		const RTensor *pr = out_f32(w->step, "step", w->present[i], (int64_t)wi->heads * S * hd, d);
+		const RTensor *pr = program_output(w->step, w->present[i], d);
 		if (!pr)
 			return WL_ERR;
+		if (pr->dtype != DT_FLOAT || rt_numel(pr) != (int64_t)wi->heads * hd)
+			return diag_fail(d, "step: output '%s' is not float32 [1,%d,1,%lld] (the new row only: a pipeline "
+			                 "from an older wlower, whose step outputs the whole cache, must be recompiled)",
+			                 w->present[i], wi->heads, (long long)hd);
 		const float *src = pr->data;
 		float *dst = cache[i].data;
 		for (int h = 0; h < wi->heads; h++)
-			memcpy(dst + ((int64_t)h * rows + p) * hd, src + ((int64_t)h * S + S - 1) * hd, (size_t)hd * sizeof(float));
+			memcpy(dst + ((int64_t)h * rows + p) * hd, src + (int64_t)h * hd, (size_t)hd * sizeof(float));
 	}
 	return WL_OK;
 }

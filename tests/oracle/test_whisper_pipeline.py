@@ -444,12 +444,15 @@ def main():
         pj = json.load(open(os.path.join(pipe, "pipeline.json")))
         progs = {p["name"]: p for p in pj["programs"]}
         step_in = {i["name"]: i["shape"] for i in progs.get("step", {}).get("inputs", [])}
+        step_out = {i["name"]: i["shape"] for i in progs.get("step", {}).get("outputs", [])}
         ok = (sorted(progs) == ["cross_kv", "encoder", "mel", "step"] and pj["kind"] == "whisper" and
               step_in.get("attention_mask") == [1, 448] and step_in.get("position_ids") == [1] and
               step_in.get("past_key_values.1.decoder.key") == [1, 2, 447, 32] and
+              step_out.get("present.1.decoder.key") == [1, 2, 1, 32] and     # static cache: new row only
               pj["whisper"]["tokens"]["timestamp_begin"] == 50364 and "host_contract" in pj)
         t.check(target + ": pipeline.json (programs, step io, tokens, host contract)", ok,
-                "" if ok else json.dumps({k: v["runner"] for k, v in progs.items()}) + " " + json.dumps(step_in))
+                "" if ok else json.dumps({k: v["runner"] for k, v in progs.items()}) + " " + json.dumps(step_in) +
+                " " + json.dumps(step_out))
         pipes[target] = pipe
         dump, _ = oracle_case(W, t, work, export, pipe, target, clip, False)
         if target == "ref":
