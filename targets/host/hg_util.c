@@ -509,3 +509,16 @@ LLVMValueRef hg_index_check(HostGen *g, LLVMValueRef fn, LLVMValueRef site, LLVM
 	LLVMValueRef neg = LLVMBuildICmp(g->b, LLVMIntSLT, k, hg_i64(g, 0), "");
 	return LLVMBuildSelect(g->b, neg, LLVMBuildAdd(g->b, k, hg_i64(g, size), ""), k, "");
 }
+
+const char *hg_model_name(const HostGen *g) { return g->opt && g->opt->model_path ? g->opt->model_path : "model"; }
+
+Value *hg_new_init(Graph *gr, const char *hint, int dtype, int64_t count, void **data)
+{
+	Value *v = graph_new_value(gr, hint);
+	int64_t dims[1] = {count};
+	Tensor *t = tensor_new(gr->mod->arena, v->name, dtype, 1, dims);
+	*data = tensor_alloc_data(gr->mod->arena, t);
+	graph_set_init(gr, v, t);
+	type_set_tensor(gr->mod->arena, &v->type, dtype, 1, dims);
+	return v;
+}

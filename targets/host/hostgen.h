@@ -112,6 +112,10 @@ const HgKernel *hg_kernel_find(const Node *n);
 LLVMValueRef hg_i64(HostGen *g, int64_t v);
 LLVMValueRef hg_i32(HostGen *g, int32_t v);
 LLVMValueRef hg_f32(HostGen *g, float v);
+/* the model's path for messages ("model" when unknown) */
+const char *hg_model_name(const HostGen *g);
+/* a new 1-D initializer of `count` elements of dtype in gr (repacked weights); *data its bytes */
+Value *hg_new_init(Graph *gr, const char *hint, int dtype, int64_t count, void **data);
 LLVMValueRef hg_vconst(HostGen *g, float v);            /* splat constant vector */
 LLVMValueRef hg_vsplat(HostGen *g, LLVMValueRef s);     /* f32 (or i32) scalar → vw lanes */
 

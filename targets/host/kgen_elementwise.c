@@ -12,7 +12,6 @@
 #include <string.h>
 #include "hostgen.h"
 
-static const char *mname(HostGen *g) { return g->opt && g->opt->model_path ? g->opt->model_path : "model"; }
 
 static int64_t gcd64(int64_t a, int64_t b)
 {
@@ -106,7 +105,7 @@ static void bin_body(HostGen *g, void *vc, LLVMValueRef i, LLVMValueRef nv)
 int hg_emit_binary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 {
 	if (n->ninputs != 2 || n->noutputs != 1 || !n->inputs[0] || !n->inputs[1] || !n->outputs[0])
-		return diag_fail(d, "%s: node '%s': %s needs 2 inputs and 1 output", mname(g), n->name, n->op_type);
+		return diag_fail(d, "%s: node '%s': %s needs 2 inputs and 1 output", hg_model_name(g), n->name, n->op_type);
 	const Value *y = n->outputs[0];
 	int64_t od[8], idims[2][8];
 	int orank = hg_dims(g, n, y, od, d);
@@ -117,11 +116,11 @@ int hg_emit_binary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		if ((irank[k] = hg_dims(g, n, n->inputs[k], idims[k], d)) < 0)
 			return WL_ERR;
 		if (n->inputs[k]->type.elem != DT_FLOAT)
-			return diag_fail(d, "%s: node '%s': tensor '%s': %s on host supports float32 only", mname(g), n->name,
+			return diag_fail(d, "%s: node '%s': tensor '%s': %s on host supports float32 only", hg_model_name(g), n->name,
 			                 n->inputs[k]->name, n->op_type);
 	}
 	if (y->type.elem != DT_FLOAT)
-		return diag_fail(d, "%s: node '%s': tensor '%s': %s on host supports float32 only", mname(g), n->name,
+		return diag_fail(d, "%s: node '%s': tensor '%s': %s on host supports float32 only", hg_model_name(g), n->name,
 		                 y->name, n->op_type);
 	int64_t T = hg_numel(y);
 	BinCtx c = {.n = n};
@@ -166,7 +165,7 @@ int hg_emit_binary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 				c.per[k] = T / N;
 			} else {
 				return diag_fail(d, "%s: node '%s': tensor '%s': this broadcast of %s is not supported on host",
-				                 mname(g), n->name, v->name, n->op_type);
+				                 hg_model_name(g), n->name, v->name, n->op_type);
 			}
 			C = gcd64(C, c.per[k]);
 		}
@@ -235,7 +234,7 @@ static void un_body(HostGen *g, void *vc, LLVMValueRef i, LLVMValueRef nv)
 int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 {
 	if (n->ninputs < 1 || n->noutputs != 1 || !n->inputs[0] || !n->outputs[0])
-		return diag_fail(d, "%s: node '%s': %s needs 1 input and 1 output", mname(g), n->name, n->op_type);
+		return diag_fail(d, "%s: node '%s': %s needs 1 input and 1 output", hg_model_name(g), n->name, n->op_type);
 	const Value *x = n->inputs[0], *y = n->outputs[0];
 	int64_t dims[8];
 	if (hg_dims(g, n, x, dims, d) < 0 || hg_dims(g, n, y, dims, d) < 0)
@@ -249,18 +248,18 @@ int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	}
 	int64_t T = hg_numel(y);
 	if (hg_numel(x) != T)
-		return diag_fail(d, "%s: node '%s': tensor '%s': element count differs from the output", mname(g), n->name,
+		return diag_fail(d, "%s: node '%s': tensor '%s': element count differs from the output", hg_model_name(g), n->name,
 		                 x->name);
 	if (kind == U_COPY) {
 		if (x->type.elem != y->type.elem)
 			return diag_fail(d, "%s: node '%s': tensor '%s': %s between different dtypes is not supported on host",
-			                 mname(g), n->name, x->name, n->op_type);
+			                 hg_model_name(g), n->name, x->name, n->op_type);
 		LLVMBuildMemCpy(g->b, hg_arg(g, fn, n->ninputs), 4, hg_arg(g, fn, 0), 4,
 		                hg_i64(g, (int64_t)dtype_nbytes(x->type.elem, T)));
 		return WL_OK;
 	}
 	if (x->type.elem != DT_FLOAT || y->type.elem != DT_FLOAT)
-		return diag_fail(d, "%s: node '%s': tensor '%s': %s on host supports float32 only", mname(g), n->name,
+		return diag_fail(d, "%s: node '%s': tensor '%s': %s on host supports float32 only", hg_model_name(g), n->name,
 		                 x->name, n->op_type);
 	if (T == 0)
 		return WL_OK;
@@ -294,7 +293,7 @@ int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 {
 	if (n->ninputs != 2 || n->noutputs != 1 || !n->inputs[0] || !n->inputs[1] || !n->outputs[0])
-		return diag_fail(d, "%s: node '%s': Gather needs 2 inputs and 1 output", mname(g), n->name);
+		return diag_fail(d, "%s: node '%s': Gather needs 2 inputs and 1 output", hg_model_name(g), n->name);
 	const Value *data = n->inputs[0], *ind = n->inputs[1];
 	int64_t dd[8], id[8];
 	int dr = hg_dims(g, n, data, dd, d), ir = hg_dims(g, n, ind, id, d);
@@ -304,9 +303,9 @@ int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	if (axis < 0)
 		axis += dr;
 	if (axis != 0 || dr < 1)
-		return diag_fail(d, "%s: node '%s': Gather on host supports axis 0 only", mname(g), n->name);
+		return diag_fail(d, "%s: node '%s': Gather on host supports axis 0 only", hg_model_name(g), n->name);
 	if (ind->type.elem != DT_INT64 && ind->type.elem != DT_INT32)
-		return diag_fail(d, "%s: node '%s': tensor '%s': indices must be int64 or int32", mname(g), n->name,
+		return diag_fail(d, "%s: node '%s': tensor '%s': indices must be int64 or int32", hg_model_name(g), n->name,
 		                 ind->name);
 	int64_t V = dd[0], nidx = hg_numel(ind);
 	int64_t row = (int64_t)dtype_nbytes(data->type.elem, hg_numel(data) / (V ? V : 1));
@@ -335,7 +334,7 @@ int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 int hg_emit_argmax(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 {
 	if (n->ninputs != 1 || n->noutputs != 1 || !n->inputs[0] || !n->outputs[0])
-		return diag_fail(d, "%s: node '%s': GreedyArgMax needs 1 input and 1 output", mname(g), n->name);
+		return diag_fail(d, "%s: node '%s': GreedyArgMax needs 1 input and 1 output", hg_model_name(g), n->name);
 	const Value *x = n->inputs[0];
 	int64_t dims[8];
 	int r = hg_dims(g, n, x, dims, d);
@@ -343,7 +342,7 @@ int hg_emit_argmax(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		return WL_ERR;
 	if (r < 1 || dims[r - 1] < 1 || x->type.elem != DT_FLOAT || n->outputs[0]->type.elem != DT_INT32)
 		return diag_fail(d, "%s: node '%s': tensor '%s': GreedyArgMax on host needs float32 [..., V>=1] → int32",
-		                 mname(g), n->name, x->name);
+		                 hg_model_name(g), n->name, x->name);
 	int64_t V = dims[r - 1], rows = hg_numel(x) / V;
 	LLVMValueRef xp = hg_arg(g, fn, 0), yp = hg_arg(g, fn, 1);
 	HgLoop lr;

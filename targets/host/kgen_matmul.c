@@ -40,7 +40,6 @@
 #include <string.h>
 #include "hostgen.h"
 
-static const char *mname(HostGen *g) { return g->opt && g->opt->model_path ? g->opt->model_path : "model"; }
 
 #define MAXSPLIT 24
 
@@ -69,16 +68,16 @@ static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
 	mm->trans_b = attr_int(n, "trans_b", 0);
 	mm->packed = attr_int(n, "host_packed", 0) != 0;
 	if (n->ninputs < 2 || !n->inputs[0] || !n->inputs[1])
-		return diag_fail(d, "%s: node '%s': MatMulNBits needs A and B", mname(g), n->name);
+		return diag_fail(d, "%s: node '%s': MatMulNBits needs A and B", hg_model_name(g), n->name);
 	if (mm->K <= 0 || mm->N <= 0)
-		return diag_fail(d, "%s: node '%s': MatMulNBits needs positive K and N", mname(g), n->name);
+		return diag_fail(d, "%s: node '%s': MatMulNBits needs positive K and N", hg_model_name(g), n->name);
 	if (mm->bits != 4 && mm->bits != 32)
-		return diag_fail(d, "%s: node '%s': MatMulNBits bits=%lld is not supported on host (4 or 32)", mname(g),
+		return diag_fail(d, "%s: node '%s': MatMulNBits bits=%lld is not supported on host (4 or 32)", hg_model_name(g),
 		                 n->name, (long long)mm->bits);
 	if (mm->bits == 4) {
 		if (mm->block < 16 || (mm->block & (mm->block - 1)) || mm->K % mm->block)
 			return diag_fail(d, "%s: node '%s': MatMulNBits on host needs K (%lld) a multiple of block_size (%lld, a power of 2 >= 16)",
-			                 mname(g), n->name, (long long)mm->K, (long long)mm->block);
+			                 hg_model_name(g), n->name, (long long)mm->K, (long long)mm->block);
 		mm->kblocks = mm->K / mm->block;
 	}
 	const Value *a = n->inputs[0];
@@ -87,39 +86,39 @@ static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
 	if (r < 0)
 		return WL_ERR;
 	if (r < 1 || dims[r - 1] != mm->K || a->type.elem != DT_FLOAT)
-		return diag_fail(d, "%s: node '%s': tensor '%s': expected float32 [..., K=%lld]", mname(g), n->name, a->name,
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected float32 [..., K=%lld]", hg_model_name(g), n->name, a->name,
 		                 (long long)mm->K);
 	mm->M = hg_numel(a) / mm->K;
 	const Attr *sp = node_attr(n, "splits");
 	if (sp && sp->type == AT_INTS && sp->n > 0) {
 		if (sp->n > MAXSPLIT || sp->n != n->noutputs)
-			return diag_fail(d, "%s: node '%s': MatMulNBits: %d splits for %d outputs (host: at most %d)", mname(g),
+			return diag_fail(d, "%s: node '%s': MatMulNBits: %d splits for %d outputs (host: at most %d)", hg_model_name(g),
 			                 n->name, sp->n, n->noutputs, MAXSPLIT);
 		mm->nsplit = sp->n;
 		int64_t off = 0;
 		for (int i = 0; i < sp->n; i++) {
 			if (sp->ints[i] <= 0)
-				return diag_fail(d, "%s: node '%s': MatMulNBits: splits must be positive", mname(g), n->name);
+				return diag_fail(d, "%s: node '%s': MatMulNBits: splits must be positive", hg_model_name(g), n->name);
 			mm->soff[i] = off;
 			mm->slen[i] = sp->ints[i];
 			off += sp->ints[i];
 		}
 		if (off != mm->N)
-			return diag_fail(d, "%s: node '%s': MatMulNBits: splits sum to %lld, N is %lld", mname(g), n->name,
+			return diag_fail(d, "%s: node '%s': MatMulNBits: splits sum to %lld, N is %lld", hg_model_name(g), n->name,
 			                 (long long)off, (long long)mm->N);
 	} else {
 		if (n->noutputs != 1)
-			return diag_fail(d, "%s: node '%s': MatMulNBits: %d outputs without splits", mname(g), n->name,
+			return diag_fail(d, "%s: node '%s': MatMulNBits: %d outputs without splits", hg_model_name(g), n->name,
 			                 n->noutputs);
 		mm->nsplit = 1;
 		mm->slen[0] = mm->N;
 	}
 	for (int i = 0; i < n->noutputs; i++)
 		if (!n->outputs[i])
-			return diag_fail(d, "%s: node '%s': MatMulNBits: absent outputs are not supported on host", mname(g),
+			return diag_fail(d, "%s: node '%s': MatMulNBits: absent outputs are not supported on host", hg_model_name(g),
 			                 n->name);
 	if (mm->trans_b && mm->nsplit > 1)
-		return diag_fail(d, "%s: node '%s': MatMulNBits: trans_b=1 with splits is not supported on host", mname(g),
+		return diag_fail(d, "%s: node '%s': MatMulNBits: trans_b=1 with splits is not supported on host", hg_model_name(g),
 		                 n->name);
 	mm->NV = 2;
 	mm->NR = mm->NV * g->vw;
@@ -145,17 +144,6 @@ static float load_f32(const void *base, int64_t i)
 	float f;
 	memcpy(&f, (const char *)base + i * (int64_t)sizeof f, sizeof f);
 	return f;
-}
-
-static Value *new_init(Graph *gr, const char *hint, int dtype, int64_t count, void **data)
-{
-	Value *v = graph_new_value(gr, hint);
-	int64_t dims[1] = {count};
-	Tensor *t = tensor_new(gr->mod->arena, v->name, dtype, 1, dims);
-	*data = tensor_alloc_data(gr->mod->arena, t);
-	graph_set_init(gr, v, t);
-	type_set_tensor(gr->mod->arena, &v->type, dtype, 1, dims);
-	return v;
 }
 
 /* the only user of v, if v has exactly one and is not a graph output */
@@ -232,17 +220,17 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 	const Value *bias = mm.has_bias ? n->inputs[4] : NULL;
 	int64_t blob = mm.block / 2, zp_row = (mm.kblocks * 4 + 7) / 8;
 	if (!B->init || B->init->dtype != DT_UINT8 || (int64_t)B->init->nbytes != mm.N * mm.kblocks * blob)
-		return diag_fail(d, "%s: node '%s': tensor '%s': expected a constant uint8 [%lld,%lld,%lld]", mname(g),
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected a constant uint8 [%lld,%lld,%lld]", hg_model_name(g),
 		                 n->name, B->name, (long long)mm.N, (long long)mm.kblocks, (long long)blob);
 	if (!S || !S->init || S->init->dtype != DT_FLOAT || tensor_numel(S->init) != mm.N * mm.kblocks)
-		return diag_fail(d, "%s: node '%s': tensor '%s': expected %lld constant float scales", mname(g), n->name,
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected %lld constant float scales", hg_model_name(g), n->name,
 		                 S ? S->name : "", (long long)(mm.N * mm.kblocks));
 	if (Z && (!Z->init || !((Z->init->dtype == DT_UINT8 && tensor_numel(Z->init) == mm.N * zp_row) ||
 	                        (Z->init->dtype == DT_FLOAT && tensor_numel(Z->init) == mm.N * mm.kblocks))))
 		return diag_fail(d, "%s: node '%s': tensor '%s': expected constant zero points (%lld uint8 or %lld float)",
-		                 mname(g), n->name, Z->name, (long long)(mm.N * zp_row), (long long)(mm.N * mm.kblocks));
+		                 hg_model_name(g), n->name, Z->name, (long long)(mm.N * zp_row), (long long)(mm.N * mm.kblocks));
 	if (bias && (!bias->init || bias->init->dtype != DT_FLOAT || tensor_numel(bias->init) != mm.N))
-		return diag_fail(d, "%s: node '%s': tensor '%s': expected a constant float bias [%lld]", mname(g), n->name,
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected a constant float bias [%lld]", hg_model_name(g), n->name,
 		                 bias->name, (long long)mm.N);
 	const uint8_t *q = B->init->data, *zq = Z && Z->init->dtype == DT_UINT8 ? Z->init->data : NULL;
 	/* initializer data may sit at any offset of the mapped model file: loads by memcpy */
@@ -251,10 +239,10 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 	int64_t NR = mm.NR, T = mm.T, K = mm.K;
 	Graph *gr = n->graph;
 	void *pb, *ps, *po, *pbias = NULL;
-	Value *vb = new_init(gr, "host_w4", DT_UINT8, T * (K / 2) * NR, &pb);
-	Value *vs = new_init(gr, "host_scale", DT_FLOAT, T * mm.kblocks * NR, &ps);
-	Value *vo = new_init(gr, "host_offset", DT_FLOAT, T * mm.kblocks * NR, &po);
-	Value *vbias = bias ? new_init(gr, "host_bias", DT_FLOAT, T * NR, &pbias) : NULL;
+	Value *vb = hg_new_init(gr, "host_w4", DT_UINT8, T * (K / 2) * NR, &pb);
+	Value *vs = hg_new_init(gr, "host_scale", DT_FLOAT, T * mm.kblocks * NR, &ps);
+	Value *vo = hg_new_init(gr, "host_offset", DT_FLOAT, T * mm.kblocks * NR, &po);
+	Value *vbias = bias ? hg_new_init(gr, "host_bias", DT_FLOAT, T * NR, &pbias) : NULL;
 	uint8_t *ob = pb;
 	float *os = ps, *oo = po, *obias = pbias;
 	for (int s = 0; s < mm.nsplit; s++)
@@ -626,7 +614,7 @@ int hg_emit_matmul_nbits(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	if (mm_read(g, n, &mm, d) != WL_OK)
 		return WL_ERR;
 	if (mm.bits == 4 && !mm.packed)
-		return diag_fail(d, "%s: node '%s': MatMulNBits weights were not repacked", mname(g), n->name);
+		return diag_fail(d, "%s: node '%s': MatMulNBits weights were not repacked", hg_model_name(g), n->name);
 	const Value *B = n->inputs[1];
 	if (mm.bits == 32) {
 		int64_t r0 = mm.trans_b ? mm.N : mm.K, r1 = mm.trans_b ? mm.K : mm.N;
@@ -635,10 +623,10 @@ int hg_emit_matmul_nbits(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		if (r < 0)
 			return WL_ERR;
 		if (r != 2 || bd[0] != r0 || bd[1] != r1 || B->type.elem != DT_FLOAT)
-			return diag_fail(d, "%s: node '%s': tensor '%s': expected float32[%lld,%lld]", mname(g), n->name,
+			return diag_fail(d, "%s: node '%s': tensor '%s': expected float32[%lld,%lld]", hg_model_name(g), n->name,
 			                 B->name, (long long)r0, (long long)r1);
 		if (mm.has_bias && (hg_numel(n->inputs[4]) != mm.N || n->inputs[4]->type.elem != DT_FLOAT))
-			return diag_fail(d, "%s: node '%s': tensor '%s': bias must be float32[%lld]", mname(g), n->name,
+			return diag_fail(d, "%s: node '%s': tensor '%s': bias must be float32[%lld]", hg_model_name(g), n->name,
 			                 n->inputs[4]->name, (long long)mm.N);
 	}
 	if (mm.M == 0)

@@ -6,7 +6,6 @@
 #include <string.h>
 #include "hostgen.h"
 
-static const char *mname(HostGen *g) { return g->opt && g->opt->model_path ? g->opt->model_path : "model"; }
 
 /* sum over j in [0, D) of f(x[j]) where f = identity (center NULL, sq false),
  * x² (sq), or (x − center)² */
@@ -79,30 +78,30 @@ static void row_write(HostGen *g, LLVMValueRef x, LLVMValueRef y, int64_t D, LLV
 static int emit_norm(HostGen *g, const Node *n, LLVMValueRef fn, bool rms, Diag *d)
 {
 	if (n->ninputs < 2 || !n->inputs[0] || !n->inputs[1] || n->noutputs < 1 || !n->outputs[0])
-		return diag_fail(d, "%s: node '%s': %s needs X, scale and an output", mname(g), n->name, n->op_type);
+		return diag_fail(d, "%s: node '%s': %s needs X, scale and an output", hg_model_name(g), n->name, n->op_type);
 	for (int i = 1; i < n->noutputs; i++)
 		if (n->outputs[i])
 			return diag_fail(d, "%s: node '%s': tensor '%s': %s statistics outputs are not supported on host",
-			                 mname(g), n->name, n->outputs[i]->name, n->op_type);
+			                 hg_model_name(g), n->name, n->outputs[i]->name, n->op_type);
 	const Value *x = n->inputs[0], *sc = n->inputs[1], *bi = !rms && n->ninputs > 2 ? n->inputs[2] : NULL;
 	int64_t dims[8];
 	int r = hg_dims(g, n, x, dims, d);
 	if (r < 1)
-		return r < 0 ? WL_ERR : diag_fail(d, "%s: node '%s': tensor '%s': rank 0", mname(g), n->name, x->name);
+		return r < 0 ? WL_ERR : diag_fail(d, "%s: node '%s': tensor '%s': rank 0", hg_model_name(g), n->name, x->name);
 	int64_t axis = attr_int(n, "axis", -1);
 	if (axis < 0)
 		axis += r;
 	if (axis != r - 1)
-		return diag_fail(d, "%s: node '%s': %s on host normalizes the last axis only (axis=%lld)", mname(g),
+		return diag_fail(d, "%s: node '%s': %s on host normalizes the last axis only (axis=%lld)", hg_model_name(g),
 		                 n->name, n->op_type, (long long)attr_int(n, "axis", -1));
 	int64_t D = dims[r - 1], rows = hg_numel(x) / (D ? D : 1);
 	const Value *chk[3] = {x, sc, bi};
 	for (int i = 0; i < 3; i++)
 		if (chk[i] && chk[i]->type.elem != DT_FLOAT)
-			return diag_fail(d, "%s: node '%s': tensor '%s': %s on host supports float32 only", mname(g), n->name,
+			return diag_fail(d, "%s: node '%s': tensor '%s': %s on host supports float32 only", hg_model_name(g), n->name,
 			                 chk[i]->name, n->op_type);
 	if (hg_numel(sc) != D || (bi && hg_numel(bi) != D))
-		return diag_fail(d, "%s: node '%s': tensor '%s': scale and bias must have %lld elements", mname(g),
+		return diag_fail(d, "%s: node '%s': tensor '%s': scale and bias must have %lld elements", hg_model_name(g),
 		                 n->name, hg_numel(sc) != D ? sc->name : bi->name, (long long)D);
 	if (D == 0 || rows == 0)
 		return WL_OK;

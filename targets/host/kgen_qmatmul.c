@@ -36,7 +36,6 @@
 #include <string.h>
 #include "hostgen.h"
 
-static const char *mname(HostGen *g) { return g->opt && g->opt->model_path ? g->opt->model_path : "model"; }
 
 enum { QMM_MAX_K = 65793 };
 
@@ -56,10 +55,10 @@ static int qm_read(HostGen *g, const Node *n, QM *q, Diag *d)
 	if (n->ninputs < 5 || !n->inputs[0] || !n->inputs[1] || !n->inputs[2] || !n->inputs[3] || !n->inputs[4] ||
 	    n->noutputs != 1 || !n->outputs[0])
 		return diag_fail(d, "%s: node '%s': QMatMul needs xq, x_scale, x_zero_point, wq, w_scale and one output",
-		                 mname(g), n->name);
+		                 hg_model_name(g), n->name);
 	q->qout = n->ninputs > 5 && n->inputs[5];
 	if (q->qout && (n->ninputs < 7 || !n->inputs[6]))
-		return diag_fail(d, "%s: node '%s': QMatMul: y_scale without y_zero_point", mname(g), n->name);
+		return diag_fail(d, "%s: node '%s': QMatMul: y_scale without y_zero_point", hg_model_name(g), n->name);
 	q->packed = attr_int(n, "host_packed", 0) != 0;
 	q->vnni = attr_int(n, "host_vnni", g->vnni) != 0;
 	q->G = q->vnni ? 4 : 2;
@@ -69,7 +68,7 @@ static int qm_read(HostGen *g, const Node *n, QM *q, Diag *d)
 	if (r < 0)
 		return WL_ERR;
 	if (r < 1 || a->type.elem != DT_INT8)
-		return diag_fail(d, "%s: node '%s': tensor '%s': expected int8 [..., K]", mname(g), n->name, a->name);
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected int8 [..., K]", hg_model_name(g), n->name, a->name);
 	q->K = dims[r - 1];
 	const Value *y = n->outputs[0];
 	int yr = hg_dims(g, n, y, dims, d);
@@ -77,12 +76,12 @@ static int qm_read(HostGen *g, const Node *n, QM *q, Diag *d)
 		return WL_ERR;
 	q->N = dims[yr - 1];
 	if (y->type.elem != (q->qout ? DT_INT8 : DT_FLOAT))
-		return diag_fail(d, "%s: node '%s': tensor '%s': expected %s output", mname(g), n->name, y->name,
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected %s output", hg_model_name(g), n->name, y->name,
 		                 q->qout ? "int8" : "float32");
 	if (q->K <= 0 || q->N <= 0)
-		return diag_fail(d, "%s: node '%s': QMatMul needs positive K and N", mname(g), n->name);
+		return diag_fail(d, "%s: node '%s': QMatMul needs positive K and N", hg_model_name(g), n->name);
 	if (q->K > QMM_MAX_K)
-		return diag_fail(d, "%s: node '%s': QMatMul: K = %lld exceeds %d (int32 accumulation)", mname(g), n->name,
+		return diag_fail(d, "%s: node '%s': QMatMul: K = %lld exceeds %d (int32 accumulation)", hg_model_name(g), n->name,
 		                 (long long)q->K, QMM_MAX_K);
 	q->M = hg_numel(a) / q->K;
 	q->NV = 2;
@@ -95,17 +94,6 @@ static int qm_read(HostGen *g, const Node *n, QM *q, Diag *d)
 
 /* ---------------------------------------------------------------- repacking */
 
-static Value *new_init(Graph *gr, const char *hint, int dtype, int64_t count, void **data)
-{
-	Value *v = graph_new_value(gr, hint);
-	int64_t dims[1] = {count};
-	Tensor *t = tensor_new(gr->mod->arena, v->name, dtype, 1, dims);
-	*data = tensor_alloc_data(gr->mod->arena, t);
-	graph_set_init(gr, v, t);
-	type_set_tensor(gr->mod->arena, &v->type, dtype, 1, dims);
-	return v;
-}
-
 int hg_prepare_qmatmul(HostGen *g, Node *n, Diag *d)
 {
 	QM q;
@@ -116,25 +104,25 @@ int hg_prepare_qmatmul(HostGen *g, Node *n, Diag *d)
 	const Value *W = n->inputs[3], *S = n->inputs[4];
 	if (!W->init || W->init->dtype != DT_INT8 || W->init->ndim != 2 || W->init->dims[0] != q.K ||
 	    W->init->dims[1] != q.N)
-		return diag_fail(d, "%s: node '%s': tensor '%s': expected a constant int8 [%lld,%lld]", mname(g), n->name,
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected a constant int8 [%lld,%lld]", hg_model_name(g), n->name,
 		                 W->name, (long long)q.K, (long long)q.N);
 	int64_t ns = S->init ? tensor_numel(S->init) : -1;
 	if (!S->init || S->init->dtype != DT_FLOAT || (ns != 1 && ns != q.N))
-		return diag_fail(d, "%s: node '%s': tensor '%s': expected a constant float scale ([] or [%lld])", mname(g),
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected a constant float scale ([] or [%lld])", hg_model_name(g),
 		                 n->name, S->name, (long long)q.N);
 	for (int64_t j = 0; j < ns; j++) {
 		double s = tensor_get_f64(S->init, j);
 		if (!(s > 0) || s > 3.4e38)
 			return diag_fail(d, "%s: node '%s': tensor '%s'[%lld] is %g: a scale must be positive and finite",
-			                 mname(g), n->name, S->name, (long long)j, s);
+			                 hg_model_name(g), n->name, S->name, (long long)j, s);
 	}
 	const int8_t *w = W->init->data;
 	int64_t NR = q.NR, G = q.G, K = q.K, N = q.N;
 	Graph *gr = n->graph;
 	void *pw, *ps, *pc;
-	Value *vw = new_init(gr, "host_w8", DT_INT8, q.T * q.Kg * NR * G, &pw);
-	Value *vs = new_init(gr, "host_wscale", DT_FLOAT, q.T * NR, &ps);
-	Value *vc = new_init(gr, "host_colsum", DT_INT32, q.T * NR, &pc);
+	Value *vw = hg_new_init(gr, "host_w8", DT_INT8, q.T * q.Kg * NR * G, &pw);
+	Value *vs = hg_new_init(gr, "host_wscale", DT_FLOAT, q.T * NR, &ps);
+	Value *vc = hg_new_init(gr, "host_colsum", DT_INT32, q.T * NR, &pc);
 	int8_t *ow = pw;
 	float *os = ps;
 	int32_t *oc = pc;
@@ -336,9 +324,9 @@ int hg_emit_qmatmul(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	if (qm_read(g, n, &q, d) != WL_OK)
 		return WL_ERR;
 	if (!q.packed || n->ninputs < 8 || !n->inputs[7])
-		return diag_fail(d, "%s: node '%s': QMatMul weights were not repacked", mname(g), n->name);
+		return diag_fail(d, "%s: node '%s': QMatMul weights were not repacked", hg_model_name(g), n->name);
 	if (q.vnni && !g->vnni)
-		return diag_fail(d, "%s: node '%s': QMatMul packed for VNNI on a target without it", mname(g), n->name);
+		return diag_fail(d, "%s: node '%s': QMatMul packed for VNNI on a target without it", hg_model_name(g), n->name);
 	if (q.M == 0)
 		return WL_OK;
 	LLVMBuilderRef b = g->b;

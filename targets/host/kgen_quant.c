@@ -27,7 +27,6 @@
 #include <math.h>
 #include "hostgen.h"
 
-static const char *mname(HostGen *g) { return g->opt && g->opt->model_path ? g->opt->model_path : "model"; }
 
 typedef struct QPlan {
 	int qdt;                        /* the quantized type: int8, uint8 (int32: Dequantize only) */
@@ -50,34 +49,34 @@ static int qplan(HostGen *g, const Node *n, QPlan *p, Diag *d)
 {
 	bool deq = n->op == OP_DequantizeLinear;
 	if (n->ninputs < 2 || n->ninputs > 3 || n->noutputs != 1 || !n->inputs[0] || !n->inputs[1] || !n->outputs[0])
-		return diag_fail(d, "%s: node '%s': %s needs x, scale [, zero point] and one output", mname(g), n->name,
+		return diag_fail(d, "%s: node '%s': %s needs x, scale [, zero point] and one output", hg_model_name(g), n->name,
 		                 n->op_type);
 	const Value *x = n->inputs[0], *s = n->inputs[1], *y = n->outputs[0];
 	const Value *z = n->ninputs > 2 ? n->inputs[2] : NULL;
 	if (attr_int(n, "block_size", 0) != 0)
 		return diag_fail(d, "%s: node '%s': blocked quantization (block_size %lld) is not supported on host",
-		                 mname(g), n->name, (long long)attr_int(n, "block_size", 0));
+		                 hg_model_name(g), n->name, (long long)attr_int(n, "block_size", 0));
 	const Value *fv = deq ? y : x;           /* the float side */
 	p->qdt = deq ? x->type.elem : y->type.elem;
 	if (fv->type.elem != DT_FLOAT)
-		return diag_fail(d, "%s: node '%s': tensor '%s': %s on host supports float32 only, not %s", mname(g),
+		return diag_fail(d, "%s: node '%s': tensor '%s': %s on host supports float32 only, not %s", hg_model_name(g),
 		                 n->name, fv->name, n->op_type, dtn(fv->type.elem));
 	if (s->type.elem != DT_FLOAT)
-		return diag_fail(d, "%s: node '%s': tensor '%s': a %s scale on host must be float32, not %s", mname(g),
+		return diag_fail(d, "%s: node '%s': tensor '%s': a %s scale on host must be float32, not %s", hg_model_name(g),
 		                 n->name, s->name, n->op_type, dtn(s->type.elem));
 	if (!qdt_ok(p->qdt, deq))
-		return diag_fail(d, "%s: node '%s': tensor '%s': %s on host supports int8 and uint8%s, not %s", mname(g),
+		return diag_fail(d, "%s: node '%s': tensor '%s': %s on host supports int8 and uint8%s, not %s", hg_model_name(g),
 		                 n->name, deq ? x->name : y->name, n->op_type, deq ? " (and int32)" : "", dtn(p->qdt));
 	if (z && z->type.elem != p->qdt)
 		return diag_fail(d, "%s: node '%s': tensor '%s': the zero point is %s, not %s like the quantized tensor",
-		                 mname(g), n->name, z->name, dtn(z->type.elem), dtn(p->qdt));
+		                 hg_model_name(g), n->name, z->name, dtn(z->type.elem), dtn(p->qdt));
 	int64_t xd[8], sd[8], yd[8], zd[8];
 	int xr = hg_dims(g, n, x, xd, d), sr, yr;
 	if (xr < 0 || (sr = hg_dims(g, n, s, sd, d)) < 0 || (yr = hg_dims(g, n, y, yd, d)) < 0)
 		return WL_ERR;
 	int64_t T = hg_numel(x), ns = hg_numel(s);
 	if (hg_numel(y) != T)
-		return diag_fail(d, "%s: node '%s': tensor '%s': element count differs from input '%s'", mname(g), n->name,
+		return diag_fail(d, "%s: node '%s': tensor '%s': element count differs from input '%s'", hg_model_name(g), n->name,
 		                 y->name, x->name);
 	if (z) {
 		int zr = hg_dims(g, n, z, zd, d);
@@ -85,21 +84,21 @@ static int qplan(HostGen *g, const Node *n, QPlan *p, Diag *d)
 			return WL_ERR;
 		if (zr != sr || hg_numel(z) != ns)
 			return diag_fail(d, "%s: node '%s': tensor '%s': the zero point's shape differs from scale '%s'",
-			                 mname(g), n->name, z->name, s->name);
+			                 hg_model_name(g), n->name, z->name, s->name);
 	}
 	*p = (QPlan){.qdt = p->qdt, .outer = 1, .ch = 1, .inner = T};
 	if (sr > 1 || ns < 1)
 		return diag_fail(d, "%s: node '%s': tensor '%s': a scale is a scalar or a 1-D tensor (%d dims, %lld elements)",
-		                 mname(g), n->name, s->name, sr, (long long)ns);
+		                 hg_model_name(g), n->name, s->name, sr, (long long)ns);
 	if (sr == 1 && ns != 1) {
 		int64_t ax = attr_int(n, "axis", 1);
 		if (ax < -xr || ax >= xr)
-			return diag_fail(d, "%s: node '%s': axis %lld is out of range for '%s' of rank %d", mname(g), n->name,
+			return diag_fail(d, "%s: node '%s': axis %lld is out of range for '%s' of rank %d", hg_model_name(g), n->name,
 			                 (long long)ax, x->name, xr);
 		if (ax < 0)
 			ax += xr;
 		if (xd[ax] != ns)
-			return diag_fail(d, "%s: node '%s': tensor '%s': %lld scales but axis %lld of '%s' has %lld", mname(g),
+			return diag_fail(d, "%s: node '%s': tensor '%s': %lld scales but axis %lld of '%s' has %lld", hg_model_name(g),
 			                 n->name, s->name, (long long)ns, (long long)ax, x->name, (long long)xd[ax]);
 		p->ch = ns;
 		for (int k = 0; k < ax; k++)
@@ -125,7 +124,7 @@ int hg_check_scales(HostGen *g, const Node *n, Diag *d)
 			double s = tensor_get_f64(v->init, j);
 			if (!(s > 0) || !isfinite(s))
 				return diag_fail(d, "%s: node '%s': tensor '%s'[%lld] is %g: a scale must be positive and finite",
-				                 mname(g), n->name, v->name, (long long)j, s);
+				                 hg_model_name(g), n->name, v->name, (long long)j, s);
 		}
 	}
 	return WL_OK;
@@ -141,7 +140,7 @@ int hg_prepare_qdq(HostGen *g, Node *n, Diag *d)
 	const Value *z = n->ninputs > 2 ? n->inputs[2] : NULL;
 	for (int64_t i = 0; z && z->init && p.qdt == DT_INT32 && i < tensor_numel(z->init); i++)
 		if (tensor_get_i64(z->init, i) != 0)
-			return diag_fail(d, "%s: node '%s': tensor '%s'[%lld] is %lld: an int32 zero point must be 0", mname(g),
+			return diag_fail(d, "%s: node '%s': tensor '%s'[%lld] is %lld: an int32 zero point must be 0", hg_model_name(g),
 			                 n->name, z->name, (long long)i, (long long)tensor_get_i64(z->init, i));
 	return WL_OK;
 }
