@@ -25,51 +25,34 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	apt-get install -y -q --no-install-recommends nodejs npm >&2
 fi
 
-have_version() {
-	node -e 'const p=require(process.argv[1]); if (p.version !== process.argv[2]) process.exit(1)' \
-		"$here/node_modules/onnxruntime-node/package.json" "$VERSION" 2>/dev/null
-}
-
-if ! have_version; then
-	echo "oracle/install.sh: npm install --ignore-scripts onnxruntime-node@$VERSION" >&2
-	# No lockfile (it would name registry hosts) and keep package.json as committed.
-	if ! npm install --ignore-scripts --no-audit --no-fund --no-save --no-package-lock \
-			"onnxruntime-node@$VERSION" >&2; then
-		echo "oracle/install.sh: FAILED: npm install onnxruntime-node@$VERSION" >&2
-		exit 1
-	fi
-	if ! have_version; then
-		echo "oracle/install.sh: FAILED: onnxruntime-node@$VERSION is not in $here/node_modules after npm install" >&2
-		exit 1
-	fi
-fi
-
 TOKVER=0.2.0
-have_tok() {
-	node -e 'const p=require(process.argv[1]); if (p.version !== process.argv[2]) process.exit(1)' \
-		"$here/node_modules/@huggingface/tokenizers/package.json" "$TOKVER" 2>/dev/null
-}
-if ! have_tok; then
-	echo "oracle/install.sh: npm install --ignore-scripts @huggingface/tokenizers@$TOKVER" >&2
-	if ! npm install --ignore-scripts --no-audit --no-fund --no-save --no-package-lock \
-			"onnxruntime-node@$VERSION" "@huggingface/tokenizers@$TOKVER" >&2 || ! have_tok; then
-		echo "oracle/install.sh: FAILED: npm install @huggingface/tokenizers@$TOKVER" >&2
-		exit 1
-	fi
-fi
-
 TIKVER=1.0.22
-have_tik() {
+PKGS="onnxruntime-node@$VERSION @huggingface/tokenizers@$TOKVER tiktoken@$TIKVER"
+
+# have NAME@VERSION: node_modules holds exactly that version
+have() {
 	node -e 'const p=require(process.argv[1]); if (p.version !== process.argv[2]) process.exit(1)' \
-		"$here/node_modules/tiktoken/package.json" "$TIKVER" 2>/dev/null
+		"$here/node_modules/${1%@*}/package.json" "${1##*@}" 2>/dev/null
 }
-if ! have_tik; then
-	echo "oracle/install.sh: npm install --ignore-scripts tiktoken@$TIKVER" >&2
-	if ! npm install --ignore-scripts --no-audit --no-fund --no-save --no-package-lock \
-			"onnxruntime-node@$VERSION" "@huggingface/tokenizers@$TOKVER" "tiktoken@$TIKVER" >&2 || ! have_tik; then
-		echo "oracle/install.sh: FAILED: npm install tiktoken@$TIKVER" >&2
+missing=""
+for p in $PKGS; do
+	have "$p" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	echo "oracle/install.sh: npm install --ignore-scripts$missing" >&2
+	# All of them in one install: npm removes what a later install does not name.
+	# No lockfile (it would name registry hosts) and keep package.json as committed.
+	# shellcheck disable=SC2086
+	if ! npm install --ignore-scripts --no-audit --no-fund --no-save --no-package-lock $PKGS >&2; then
+		echo "oracle/install.sh: FAILED: npm install$missing" >&2
 		exit 1
 	fi
+	for p in $PKGS; do
+		if ! have "$p"; then
+			echo "oracle/install.sh: FAILED: $p is not in $here/node_modules after npm install" >&2
+			exit 1
+		fi
+	done
 fi
 
 # The binding must load (node's N-API ABI, glibc): fail here rather than in a test.
