@@ -9,8 +9,10 @@
  *     (past rows first, then the new rows; GQA rotates new keys with RoPE;
  *     fp16 rounds to binary16) are written to the present outputs when the
  *     node has them, and packed into the kernel's scratch as
- *       Kt [B, Hkv, hd, Lp]   keys transposed (key index fastest), Lp = L
- *                             rounded up to the key block Bc, zero padded
+ *       Kt [B, Hkv, Lp/Kw, hd, Kw]  keys transposed in panels of Kw keys
+ *                             (key index fastest; Kw = 2 vectors, the
+ *                             micro-kernel's width), Lp = L rounded up to
+ *                             the key block Bc, zero padded
  *       Vp [B, Hkv, Lp, hdp]  values, rows zero padded to hdp (multiple of vw)
  *       bias [B, Lp]          additive key bias: 0, −3.4028235e38 where the
  *                             int attention_mask is != 1, −inf past L.
@@ -56,7 +58,7 @@ typedef struct Attn {
 	int64_t pos_numel, cs_rows;
 	bool dec;   /* the decode path (emit_decode): static_cache, T <= DEC_MAXT */
 	/* tiling */
-	int64_t Br, Bc, Lp, hdp, nqb, pvc;
+	int64_t Br, Bc, Kw, Lp, hdp, nqb, pvc;
 	uint64_t off_kt, off_vp, off_bias, scratch;
 } Attn;
 
@@ -83,7 +85,12 @@ static void attn_tiling(HostGen *g, Attn *a)
 		a->Br = 4;
 	if (a->Br < 1)
 		a->Br = 1;
-	a->Bc = 2 * vw;
+	/* key block Bc = 4 vectors: the softmax's per-row work (max, alpha, the
+	 * rescale of O) is paid once per 4·vw keys; Q·Kᵀ computes it as Bc/Kw
+	 * register tiles of Br x Kw (Kw = 2 vectors: 2·Br accumulators). The
+	 * decode path keeps 2-vector blocks. */
+	a->Kw = 2 * vw;
+	a->Bc = a->dec ? 2 * vw : 4 * vw;
 	a->pvc = 2;   /* head-dim vectors per P·V pass: Br x 2 accumulators */
 	a->Lp = (a->L + a->Bc - 1) / a->Bc * a->Bc;
 	a->hdp = (a->hd + vw - 1) / vw * vw;
@@ -381,6 +388,16 @@ static LLVMValueRef packed_end(HostGen *g, const Attn *a, LLVMValueRef nv)
 	return mul(g, LLVMBuildSDiv(g->b, e, ci(g, a->Bc), ""), ci(g, a->Bc));
 }
 
+/* Kt's element (key j, head-dim e) in the packed panels [Lp/Kw][hd][Kw]: the
+ * Kw keys of one register tile of Q·Kᵀ are one contiguous hd x Kw panel,
+ * streamed in order by the micro-kernel. */
+static LLVMValueRef kt_index(HostGen *g, const Attn *a, LLVMValueRef j, LLVMValueRef e)
+{
+	LLVMValueRef blk = LLVMBuildSDiv(g->b, j, ci(g, a->Kw), "");
+	LLVMValueRef jr = LLVMBuildSRem(g->b, j, ci(g, a->Kw), "");
+	return add(g, add(g, mul(g, blk, ci(g, a->hd * a->Kw)), mul(g, e, ci(g, a->Kw))), jr);
+}
+
 static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef *caps)
 {
 	HgPar par;
@@ -408,7 +425,7 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 			hg_store(g, kval, prk, add(g, mul(g, (PJ), ci(g, a->hd)), e));             \
 		if (prv && (PJ))                                                                   \
 			hg_store(g, vval, prv, add(g, mul(g, (PJ), ci(g, a->hd)), e));             \
-		hg_store(g, kval, kt, add(g, mul(g, e, ci(g, a->Lp)), (J)));                       \
+		hg_store(g, kval, kt, kt_index(g, a, (J), e));                                     \
 		hg_store(g, vval, vp, add(g, mul(g, (J), ci(g, a->hdp)), e));                      \
 		hg_loop_end(g, &le);                                                               \
 		for (int64_t ee = a->hd; ee < a->hdp; ee++)                                        \
@@ -444,7 +461,7 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 		LLVMValueRef j = hg_loop_begin(g, &lj, add(g, nv, ci(g, a->S)), pend, 1, "jz");
 		HgLoop le;
 		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "ez");
-		hg_store(g, zero, kt, add(g, mul(g, e, ci(g, a->Lp)), j));
+		hg_store(g, zero, kt, kt_index(g, a, j, e));
 		hg_loop_end(g, &le);
 		HgLoop le2;
 		LLVMValueRef e2 = hg_loop_begin(g, &le2, ci(g, 0), ci(g, a->hdp), 1, "ez2");
@@ -484,11 +501,18 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 #define MAXBR 8
 #define MAXNC 4
 
+/* max(a, b) as one vmaxps (select on a > b; the scores are never NaN for
+ * finite inputs and a NaN input poisons p through exp anyway) */
+static LLVMValueRef vmax(HostGen *g, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, a, b, ""), a, b, "");
+}
+
 static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef *caps)
 {
-	const int64_t vw = g->vw, Br = a->Br, Bc = a->Bc, NC = Bc / vw, NV = a->hdp / vw;
+	const int64_t vw = g->vw, Br = a->Br, Bc = a->Bc, NCB = Bc / vw, NC = a->Kw / vw, NV = a->hdp / vw;
 	const int64_t D = a->H * a->hd, group = a->H / a->Hkv;
-	WL_ASSERT(Br <= MAXBR && NC <= MAXNC);
+	WL_ASSERT(Br <= MAXBR && NCB <= MAXNC && Br <= vw);
 	HgPar par;
 	hg_par_begin(g, &par, api, ci(g, a->B * a->H * a->nqb), caps, C_N, "attn_core");
 	LLVMValueRef *c = par.cap;
@@ -545,27 +569,37 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		l[i] = hg_loop_carry(g, &lj, vzero);
 	}
 
-	/* S = Q Kᵀ: Br x Bc tile in registers */
-	HgLoop le;
-	LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "e");
-	LLVMValueRef acc[MAXBR][MAXNC];
-	for (int64_t i = 0; i < Br; i++)
+	/* S = Q Kᵀ into the Br x Bc tile Ps: Bc/Kw register tiles of Br x Kw, each
+	 * a broadcast-FMA micro-kernel over the head dimension on one Kt panel */
+	for (int64_t c0 = 0; c0 < NCB; c0 += NC) {
+		HgLoop le;
+		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "e");
+		LLVMValueRef acc[MAXBR][MAXNC];
+		for (int64_t i = 0; i < Br; i++)
+			for (int64_t cc = 0; cc < NC; cc++)
+				acc[i][cc] = hg_loop_carry(g, &le, vzero);
+		/* kt_index(j0 + c0·vw, e): panel (j0 + c0·vw)/Kw, row e */
+		LLVMValueRef krow = add(g, mul(g, add(g, j0, ci(g, c0 * vw)), ci(g, a->hd)), mul(g, e, ci(g, a->Kw)));
+		LLVMValueRef kv[MAXNC];
 		for (int64_t cc = 0; cc < NC; cc++)
-			acc[i][cc] = hg_loop_carry(g, &le, vzero);
-	LLVMValueRef krow = add(g, mul(g, e, ci(g, a->Lp)), j0);
-	LLVMValueRef kv[MAXNC];
-	for (int64_t cc = 0; cc < NC; cc++)
-		kv[cc] = hg_vload(g, kt, add(g, krow, ci(g, cc * vw)));
-	for (int64_t i = 0; i < Br; i++) {
-		LLVMValueRef qv = hg_vbroadcast(g, Qs, add(g, ci(g, i * a->hd), e));
-		for (int64_t cc = 0; cc < NC; cc++)
-			hg_loop_next(g, &le, acc[i][cc], hg_fma(g, qv, kv[cc], acc[i][cc]));
+			kv[cc] = hg_vload(g, kt, add(g, krow, ci(g, cc * vw)));
+		for (int64_t i = 0; i < Br; i++) {
+			LLVMValueRef qv = hg_vbroadcast(g, Qs, add(g, ci(g, i * a->hd), e));
+			for (int64_t cc = 0; cc < NC; cc++)
+				hg_loop_next(g, &le, acc[i][cc], hg_fma(g, qv, kv[cc], acc[i][cc]));
+		}
+		hg_loop_end(g, &le);
+		for (int64_t i = 0; i < Br; i++)
+			for (int64_t cc = 0; cc < NC; cc++)
+				hg_vstore(g, acc[i][cc], Ps, ci(g, i * Bc + (c0 + cc) * vw));
 	}
-	hg_loop_end(g, &le);
 
-	/* online softmax per row */
+	/* online softmax per row: s = S + key bias (causal: −inf past the row's
+	 * last key), m_new = max(m, max_j s), p = exp(s − m_new) into Ps; the
+	 * rescale factors alpha_i = exp(m_i − m_new,i) of all Br rows are one
+	 * vector exp */
 	LLVMValueRef bias[MAXNC], jv[MAXNC] = {0};
-	for (int64_t cc = 0; cc < NC; cc++)
+	for (int64_t cc = 0; cc < NCB; cc++)
 		bias[cc] = hg_vload(g, brow, add(g, j0, ci(g, cc * vw)));
 	if (a->causal) {
 		LLVMValueRef lanes[64];
@@ -573,32 +607,35 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 			lanes[k] = hg_i32(g, (int32_t)k);
 		LLVMValueRef iota = LLVMConstVector(lanes, (unsigned)vw);
 		LLVMValueRef j0v = hg_vsplat(g, LLVMBuildTrunc(g->b, j0, g->t_i32, ""));
-		for (int64_t cc = 0; cc < NC; cc++)
+		for (int64_t cc = 0; cc < NCB; cc++)
 			jv[cc] = LLVMBuildAdd(g->b, LLVMBuildAdd(g->b, j0v, iota, ""), hg_vsplat(g, hg_i32(g, (int32_t)(cc * vw))), "jv");
 	}
-	LLVMValueRef alpha[MAXBR];
+	LLVMValueRef s[MAXBR][MAXNC], mnew[MAXBR], dm = vzero;
 	for (int64_t i = 0; i < Br; i++) {
-		LLVMValueRef s[MAXNC];
 		LLVMValueRef mx = NULL;
-		for (int64_t cc = 0; cc < NC; cc++) {
-			s[cc] = LLVMBuildFAdd(g->b, acc[i][cc], bias[cc], "s");
+		for (int64_t cc = 0; cc < NCB; cc++) {
+			s[i][cc] = LLVMBuildFAdd(g->b, hg_vload(g, Ps, ci(g, i * Bc + cc * vw)), bias[cc], "s");
 			if (a->causal) {
 				LLVMValueRef lim = LLVMBuildTrunc(g->b, add(g, add(g, t0, nv), ci(g, i)), g->t_i32, "");
 				LLVMValueRef over = LLVMBuildICmp(g->b, LLVMIntSGT, jv[cc], hg_vsplat(g, lim), "");
-				s[cc] = LLVMBuildSelect(g->b, over, hg_vconst(g, -INFINITY), s[cc], "");
+				s[i][cc] = LLVMBuildSelect(g->b, over, hg_vconst(g, -INFINITY), s[i][cc], "");
 			}
-			mx = mx ? hg_fmax(g, mx, s[cc]) : s[cc];
+			mx = mx ? vmax(g, mx, s[i][cc]) : s[i][cc];
 		}
-		LLVMValueRef mnew = hg_fmax(g, m[i], hg_vreduce_max(g, mx));
-		alpha[i] = hg_exp(g, LLVMBuildFSub(g->b, m[i], mnew, ""));
-		LLVMValueRef mv = hg_vsplat(g, mnew), psum = NULL;
-		for (int64_t cc = 0; cc < NC; cc++) {
-			LLVMValueRef p = hg_exp(g, LLVMBuildFSub(g->b, s[cc], mv, ""));
+		mnew[i] = vmax(g, m[i], hg_vreduce_max(g, mx));
+		dm = LLVMBuildInsertElement(g->b, dm, LLVMBuildFSub(g->b, m[i], mnew[i], ""), hg_i32(g, (int32_t)i), "");
+	}
+	LLVMValueRef av = hg_exp(g, dm), alpha[MAXBR];
+	for (int64_t i = 0; i < Br; i++) {
+		alpha[i] = LLVMBuildExtractElement(g->b, av, hg_i32(g, (int32_t)i), "alpha");
+		LLVMValueRef mv = hg_vsplat(g, mnew[i]), psum = NULL;
+		for (int64_t cc = 0; cc < NCB; cc++) {
+			LLVMValueRef p = hg_exp(g, LLVMBuildFSub(g->b, s[i][cc], mv, ""));
 			hg_vstore(g, p, Ps, ci(g, i * Bc + cc * vw));
 			psum = psum ? LLVMBuildFAdd(g->b, psum, p, "") : p;
 		}
 		LLVMValueRef lnew = hg_fma(g, l[i], hg_vsplat(g, alpha[i]), psum);
-		hg_loop_next(g, &lj, m[i], mnew);
+		hg_loop_next(g, &lj, m[i], mnew[i]);
 		hg_loop_next(g, &lj, l[i], lnew);
 	}
 
@@ -731,20 +768,6 @@ static LLVMValueRef dec_keys(HostGen *g, const Attn *a, LLVMValueRef kp, LLVMVal
 	return LLVMBuildFAdd(g->b, lo, hi, "");
 }
 
-/* max over the lanes as a shuffle tree (llvm.vector.reduce.fmax without
- * nnan is a serial NaN-checked chain) */
-static LLVMValueRef dec_vmax(HostGen *g, LLVMValueRef v)
-{
-	int64_t vw = g->vw;
-	for (int64_t w = vw / 2; w >= 1; w /= 2) {
-		LLVMValueRef idx[64];
-		for (int64_t l = 0; l < vw; l++)
-			idx[l] = hg_i32(g, (int32_t)((l + w) % vw));
-		v = hg_fmax(g, v, LLVMBuildShuffleVector(g->b, v, v, LLVMConstVector(idx, (unsigned)vw), ""));
-	}
-	return LLVMBuildExtractElement(g->b, v, hg_i32(g, 0), "");
-}
-
 /* Head dimensions smaller than a vector that divide it (stories260K: 8 of
  * 16) pack vw/hd keys into one vector in the P·V product: O holds vw/hd
  * partial rows, folded at the end. */
@@ -841,7 +864,7 @@ static void emit_dec_block(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValue
 		mx = mx ? hg_fmax(g, mx, sv[k]) : sv[k];
 	}
 	LLVMValueRef m = hg_load(g, g->t_f32, Ms, r);
-	LLVMValueRef mnew = hg_fmax(g, m, dec_vmax(g, mx));
+	LLVMValueRef mnew = hg_fmax(g, m, hg_vreduce_max(g, mx));
 	LLVMValueRef alpha = hg_exp(g, LLVMBuildFSub(g->b, m, mnew, ""));
 	LLVMValueRef mv = hg_vsplat(g, mnew), psum = NULL;
 	for (int64_t k = 0; k < NB; k++) {

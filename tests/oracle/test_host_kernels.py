@@ -187,6 +187,9 @@ def cases(rng):
         whisper_attn("wa_self", rng=rng),
         whisper_attn("wa_self_hd64", T=70, S=70, H=3, hd=64, rng=rng),
         whisper_attn("wa_causal", T=33, S=33, causal=1, rng=rng),
+        # several key blocks (64 keys on AVX-512, 32 on AVX2), the causal diagonal
+        # inside and across blocks, a tail block, queries past a block of rows
+        whisper_attn("wa_causal_blocks", T=141, S=141, H=2, hd=64, causal=1, rng=rng),
         whisper_attn("wa_cross", T=9, S=50, bhsd=True, rng=rng),
         whisper_attn("wa_past", T=1, S=1, P=20, causal=1, rng=rng),
         whisper_attn("wa_past_t4", T=4, S=4, P=7, causal=1, rng=rng),
