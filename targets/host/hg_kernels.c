@@ -17,6 +17,7 @@ static const HgKernel hg_kernels[OP_COUNT_] = {
 	[OP_WlRMSNorm] = {hg_emit_rmsnorm, NULL},
 	[OP_WlGreedyArgMax] = {hg_emit_argmax, NULL},
 	[OP_Gelu] = {hg_emit_unary, NULL},
+	[OP_Exp] = {hg_emit_unary, NULL},
 	[OP_Cast] = {hg_emit_unary, NULL},
 	[OP_Identity] = {hg_emit_unary, NULL},
 	[OP_Add] = {hg_emit_binary, NULL},

@@ -228,9 +228,11 @@ static LLVMValueRef iof(HostGen *g, LLVMValueRef x, int32_t v)
  * (|r| <= ln2/2). Inputs are clamped to [−87, 88.376] by single vminps /
  * vmaxps (no NaN rule); x < −87 (and −inf) gives 0. 2^n: vscalefps on
  * AVX-512 vectors, else the exponent bits (n + 127) << 23.
- * Error bound, tested against libm over [−87, 88.37] by the Exp case of
- * tests/oracle/test_hostgen_kernels.py: relative error <= 4 ulp (2.4e-7)
- * (measured 2 ulp); exactly 0 below −87; exp(0) = 1 exactly. */
+ * Error bound, tested against libm (exp in double) by exp_libm in
+ * tests/oracle/test_host_kernels.py through the host Exp kernel, AVX-512 and
+ * AVX2, 280k points over [−87, 88.376]: <= 2 ulp of the float result
+ * (measured 1.22 ulp, relative 1.19e-7); exactly 0 below −87 and for −inf;
+ * exp(0) = 1 exactly. */
 LLVMValueRef hg_exp(HostGen *g, LLVMValueRef x)
 {
 	LLVMBuilderRef b = g->b;

@@ -1,5 +1,5 @@
 /* kgen_elementwise.c — host kernels: Add/Sub/Mul with broadcasting, Gelu
- * (erf or tanh form), SiLU, Cast/Identity (same dtype: copy), Gather along
+ * (erf or tanh form), SiLU, Exp (hg_exp), Cast/Identity (same dtype: copy), Gather along
  * axis 0 (embedding rows), GreedyArgMax.
  *
  * Binary ops: the output is cut into rows of C elements where, for each
@@ -200,7 +200,7 @@ int hg_emit_binary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 
 /* ---------------------------------------------------------------- unary */
 
-enum { U_COPY, U_GELU, U_GELU_TANH, U_SILU };
+enum { U_COPY, U_GELU, U_GELU_TANH, U_SILU, U_EXP };
 
 typedef struct UnCtx { int kind; LLVMValueRef x, y, off; } UnCtx;
 
@@ -226,6 +226,7 @@ static void un_body(HostGen *g, void *vc, LLVMValueRef i, LLVMValueRef nv)
 	case U_GELU: y = hg_gelu(g, x); break;
 	case U_GELU_TANH: y = gelu_tanh(g, x); break;
 	case U_SILU: y = hg_silu(g, x); break;
+	case U_EXP: y = hg_exp(g, x); break;
 	default: y = x; break;
 	}
 	vst(g, y, c->y, idx, nv);
@@ -245,6 +246,8 @@ int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		kind = !strcmp(ap, "tanh") ? U_GELU_TANH : U_GELU;
 	} else if (n->op == OP_WlSiLU) {
 		kind = U_SILU;
+	} else if (n->op == OP_Exp) {
+		kind = U_EXP;   /* hg_exp, the attention's exp (its error bound is tested through this op) */
 	}
 	int64_t T = hg_numel(y);
 	if (hg_numel(x) != T)

@@ -3,7 +3,8 @@
 reference executor: each case is a one-node fused graph (textual ONNX),
 run with `wlower run MODEL.onnxtxt` (reference) and compiled with
 `wlower MODEL --target host -o DIR` + `wlower run DIR`; every output must
-reach PSNR >= 90 dB (and be finite).
+reach PSNR >= 90 dB (and be finite). exp_libm: the vectorised exp of the
+softmax (hg_exp, through the host Exp kernel) within 2 ulp of libm.
 
 usage: test_host_kernels.py WLOWER WORKDIR [--only NAME,...] [--cpu CPU] [--bench]
   --bench: full-size Whisper-tiny kernels (encoder attention 6 heads x 1500 x 64,
@@ -255,6 +256,58 @@ def run_case(wl, work, name, text, feeds, reps=0, threads=None, cpu=None):
     return ok, "; ".join(msgs), (ref_ms, host_ms)
 
 
+EXP_LO, EXP_HI, EXP_MAX_ULP = -87.0, 88.3762626647949, 2.0
+
+
+def exp_libm(wl, work, cpu=None):
+    """targets/host/hg_util.c hg_exp (the attention's softmax exp) through the
+    host Exp kernel against libm (math.exp in double): <= EXP_MAX_ULP ulp of
+    the float result over [EXP_LO, EXP_HI] (a dense grid, random points in
+    the softmax range [-87, 0], both ends), exactly 0 below EXP_LO and for
+    -inf, exp(0) = 1 exactly."""
+    rng = np.random.default_rng(3)
+    grid = np.linspace(EXP_LO, EXP_HI, 200001, dtype=np.float64).astype(np.float32)
+    soft = (-rng.random(60000) * 87.0).astype(np.float32)
+    small = (rng.standard_normal(20000) * 1e-3).astype(np.float32)
+    edge = np.array([EXP_LO, np.nextafter(np.float32(EXP_LO), np.float32(0)), 0.0, -0.0, 1e-30, -1e-30,
+                     np.float32(EXP_HI), -0.5 * math.log(2), 0.5 * math.log(2)], dtype=np.float32)
+    below = np.array([-np.inf, -3.4028235e38, -1e4, -104.0, -87.5, np.nextafter(np.float32(EXP_LO), np.float32(-100))],
+                     dtype=np.float32)
+    x = np.concatenate([grid, soft, small, edge, below]).astype(np.float32)
+    n = x.size
+    text = ('<ir_version: 8, opset_import: ["" : 17]>\n'
+            "g (float[%d] x) => (float[%d] y) {\n   y = Exp (x)\n}\n" % (n, n))
+    d = os.path.join(work, "exp_libm")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "model.onnxtxt"), "w") as f:
+        f.write(text)
+    np.save(os.path.join(d, "x.npy"), x)
+    r = sh([wl, os.path.join(d, "model.onnxtxt"), "--target", "host", "-o", os.path.join(d, "mod")] +
+           (["--cpu", cpu] if cpu else []))
+    if r.returncode:
+        return False, "compile: " + r.stderr.strip()[-300:]
+    r = sh([wl, "run", os.path.join(d, "mod"), "--input", "x=" + os.path.join(d, "x.npy"),
+            "--output-dir", os.path.join(d, "host")])
+    if r.returncode:
+        return False, "host run: " + r.stderr.strip()[-300:]
+    y = np.load(os.path.join(d, "host", "y.npy")).astype(np.float64)
+    inr = (x >= EXP_LO) & (x <= np.float32(EXP_HI))
+    true = np.array([math.exp(float(v)) for v in x[inr]])
+    ulp = np.abs(y[inr] - true) / np.spacing(true.astype(np.float32)).astype(np.float64)
+    worst = int(np.argmax(ulp))
+    msgs = ["%d points in [%g, %g]: max %.2f ulp (x = %.9g), max rel err %.3g" % (
+        int(inr.sum()), EXP_LO, EXP_HI, float(ulp[worst]), float(x[inr][worst]), float(np.max(np.abs(y[inr] / true - 1))))]
+    ok = bool(np.all(np.isfinite(y[inr]))) and float(ulp.max()) <= EXP_MAX_ULP
+    under = y[~inr]
+    if not np.all(under == 0.0):
+        ok = False
+        msgs.append("below %g not 0: %s" % (EXP_LO, under[under != 0][:4]))
+    if y[grid.size + soft.size + small.size + 2] != 1.0:
+        ok = False
+        msgs.append("exp(0) = %r" % y[grid.size + soft.size + small.size + 2])
+    return ok, "; ".join(msgs)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("wlower")
@@ -280,6 +333,10 @@ def main():
                                                          ms[0] if ms else "-", ms[1] if ms else "-"))
         return 0
     fails = 0
+    if not only or "exp_libm" in only:
+        ok, msg = exp_libm(a.wlower, a.work, a.cpu)
+        print("%s: exp_libm: %s" % ("PASS" if ok else "FAIL", msg))
+        fails += not ok
     for name, text, feeds in cases(rng):
         if only and name not in only:
             continue
