@@ -19,14 +19,34 @@
  *     repeat_kv is index mapping: query head h reads KV head h / (H/Hkv).
  *  2. attend, one task per (batch, head, block of Br query rows): the block's
  *     queries (scaled, rotated, rounded) sit in a small stack tile; for each
- *     block of Bc keys a Br x Bc score tile is computed in registers as a
- *     broadcast-FMA micro-kernel on <vw x float> (Kt rows are vectors over
- *     keys), causal keys are masked by index, the running row max m and the
- *     lane-wise running sum l are updated, p = exp(s − m) goes to a Br x Bc
- *     stack tile, and the output accumulator O [Br, hdp] (stack) is rescaled
- *     by exp(m_old − m_new) and accumulated with p · V as a second
- *     broadcast-FMA micro-kernel. Causal blocks stop at the diagonal. At the
- *     end O / l is stored (rounded when fp16) to out[b, t, h*hd ...].
+ *     block of Bc = 4 vectors of keys (64 on AVX-512, 32 on AVX2):
+ *       - S = Q Kᵀ (Br x Bc) as Bc/Kw register tiles of Br x Kw (Br = 8
+ *         rows x 2 vectors = 16 accumulators on AVX-512, 4 x 2 on AVX2): a
+ *         broadcast-FMA micro-kernel over the head dimension streaming one
+ *         contiguous Kt panel, stored to the Br x Bc stack tile P;
+ *       - online softmax per row: + key bias, causal keys masked by index
+ *         (−inf), the row max as a shuffle tree of vmaxps, m_new = max(m, ·);
+ *         the rescale factors alpha_i = exp(m_i − m_new,i) of the Br rows as
+ *         ONE vector exp; p = exp(s − m_new) (hg_exp: a polynomial on
+ *         <vw x float>, <= 2 ulp of libm, 2^n by vscalefps on AVX-512;
+ *         tests/oracle/test_host_kernels.py exp_libm) back into P; the
+ *         lane-wise running sum l = alpha·l + Σ p;
+ *       - O = alpha·O + P V: O [Br, hdp] (stack) rescaled once per block
+ *         (so per Bc keys, not per key) while it is loaded into the
+ *         accumulators of the second broadcast-FMA micro-kernel, Br rows x
+ *         pvc = 2 vectors of the head dimension per pass over the block's
+ *         Bc contiguous V rows (Vp is already a panel: row j, then j + 1).
+ *     Causal blocks stop at the diagonal. At the end O / l is stored
+ *     (rounded when fp16) to out[b, t, h*hd ...].
+ *     Threads: the pool hands out contiguous chunks of these tasks (query
+ *     blocks of one head, then the next head), n / (4·threads) per claim;
+ *     Kt/Vp are only read in this phase and each task writes only its own
+ *     Br output rows of hd floats (whole 64-byte lines when hd is a
+ *     multiple of 16), so no two threads write one cache line.
+ *     Cost (Whisper-tiny encoder, 6 heads x 1500 x 1500 x 64, AVX-512): per
+ *     8 x 64 block 2048 vector FMAs against 32 vector exps, 8 row max trees,
+ *     one alpha exp and 16 O loads / stores: ~70 % of the FMA peak per CPU
+ *     second (bench/host_attention.py, bench/RESULTS.md).
  *
  * Scratch: Kt, Vp and bias (O(L·hd) per KV head), never O(T·L).
  *
