@@ -78,7 +78,7 @@ typedef struct Attn {
 	int64_t pos_numel, cs_rows;
 	bool dec;   /* the decode path (emit_decode): static_cache, T <= DEC_MAXT */
 	/* tiling */
-	int64_t Br, Bc, Kw, Lp, hdp, nqb, pvc;
+	int64_t Br, Bc, Kw, Lp, hdp, nrt, nqb, pvc;
 	uint64_t off_kt, off_vp, off_bias, scratch;
 } Attn;
 
@@ -114,7 +114,14 @@ static void attn_tiling(HostGen *g, Attn *a)
 	a->pvc = 2;   /* head-dim vectors per P·V pass: Br x 2 accumulators */
 	a->Lp = (a->L + a->Bc - 1) / a->Bc * a->Bc;
 	a->hdp = (a->hd + vw - 1) / vw * vw;
-	a->nqb = (a->T + a->Br - 1) / a->Br;
+	/* row tiles per attend task: up to 4 (32 rows on AVX-512) share each key
+	 * block's Kt panels and V rows while they are in L1 */
+	a->nrt = (a->T + a->Br - 1) / a->Br;
+	if (a->nrt > 4)
+		a->nrt = 4;
+	if (a->nrt < 1)
+		a->nrt = 1;
+	a->nqb = (a->T + a->nrt * a->Br - 1) / (a->nrt * a->Br);
 	uint64_t kt = (uint64_t)(a->B * a->Hkv * a->hd * a->Lp) * 4;
 	uint64_t vp = (uint64_t)(a->B * a->Hkv * a->Lp * a->hdp) * 4;
 	uint64_t bias = (uint64_t)(a->B * a->Lp) * 4;
@@ -531,13 +538,17 @@ static LLVMValueRef vmax(HostGen *g, LLVMValueRef a, LLVMValueRef b)
 static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef *caps)
 {
 	const int64_t vw = g->vw, Br = a->Br, Bc = a->Bc, NCB = Bc / vw, NC = a->Kw / vw, NV = a->hdp / vw;
-	const int64_t D = a->H * a->hd, group = a->H / a->Hkv;
+	const int64_t D = a->H * a->hd, group = a->H / a->Hkv, Rt = a->nrt * Br;
 	WL_ASSERT(Br <= MAXBR && NCB <= MAXNC && Br <= vw);
 	HgPar par;
 	hg_par_begin(g, &par, api, ci(g, a->B * a->H * a->nqb), caps, C_N, "attn_core");
 	LLVMValueRef *c = par.cap;
-	LLVMValueRef Qs = hg_alloca(g, g->t_f32, Br * a->hd, 64, "qtile");
-	LLVMValueRef Os = hg_alloca(g, g->t_f32, Br * a->hdp, 64, "otile");
+	/* the task's Rt = nrt·Br query rows: queries, O, running max m and
+	 * lane-wise running sum l per row; P: one row tile's probabilities */
+	LLVMValueRef Qa = hg_alloca(g, g->t_f32, Rt * a->hd, 64, "qtile");
+	LLVMValueRef Oa = hg_alloca(g, g->t_f32, Rt * a->hdp, 64, "otile");
+	LLVMValueRef Ma = hg_alloca(g, g->t_f32, Rt, 64, "mtile");
+	LLVMValueRef La = hg_alloca(g, g->t_f32, Rt * vw, 64, "ltile");
 	LLVMValueRef Ps = hg_alloca(g, g->t_f32, Br * Bc, 64, "ptile");
 	LLVMValueRef zero = hg_f32(g, 0.0f), vzero = hg_vconst(g, 0.0f);
 
@@ -551,43 +562,74 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	LLVMValueRef kt = hg_gepf(g, c[C_KT], mul(g, kvt, ci(g, a->hd * a->Lp)));
 	LLVMValueRef vp = hg_gepf(g, c[C_VP], mul(g, kvt, ci(g, a->Lp * a->hdp)));
 	LLVMValueRef brow = hg_gepf(g, c[C_BIAS], mul(g, b, ci(g, a->Lp)));
-	LLVMValueRef t0 = mul(g, qb, ci(g, Br));
+	LLVMValueRef t0 = mul(g, qb, ci(g, Rt));
 	LLVMValueRef nv = nvalid(g, a, c);
 
-	/* query tile: scale · q (rounded, rotated), zero rows past T; O = 0 */
-	for (int64_t i = 0; i < Br; i++) {
-		LLVMValueRef t = add(g, t0, ci(g, i));
-		LLVMValueRef tc = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, t, ci(g, a->T), ""), t, ci(g, a->T - 1), "");
+	/* query rows: scale · q (rounded, rotated), zero rows past T; O = 0,
+	 * m = −FLT_MAX, l = 0 */
+	{
+		HgLoop lq;
+		LLVMValueRef i = hg_loop_begin(g, &lq, ci(g, 0), ci(g, Rt), 1, "qi");
+		LLVMValueRef t = add(g, t0, i);
 		LLVMValueRef valid = LLVMBuildICmp(g->b, LLVMIntSLT, t, ci(g, a->T), "");
+		LLVMValueRef tc = LLVMBuildSelect(g->b, valid, t, ci(g, a->T - 1), "");
 		LLVMValueRef src = hg_gepf(g, c[C_Q], add(g, mul(g, add(g, mul(g, b, ci(g, a->T)), tc), ci(g, D)), mul(g, h, ci(g, a->hd))));
 		LLVMValueRef crow = a->rope ? rope_row(g, a, c[C_POS], b, tc) : NULL;
+		LLVMValueRef qrow = mul(g, i, ci(g, a->hd)), orow = mul(g, i, ci(g, a->hdp));
 		HgLoop le;
 		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "qe");
 		LLVMValueRef x = row_elem(g, a, src, e, a->rope, c[C_COS], c[C_SIN], crow);
 		x = LLVMBuildFMul(g->b, x, hg_f32(g, a->scale), "");
 		x = LLVMBuildSelect(g->b, valid, x, zero, "");
-		hg_store(g, x, Qs, add(g, ci(g, i * a->hd), e));
+		hg_store(g, x, Qa, add(g, qrow, e));
 		hg_loop_end(g, &le);
 		for (int64_t v = 0; v < NV; v++)
-			hg_vstore(g, vzero, Os, ci(g, i * a->hdp + v * vw));
+			hg_vstore(g, vzero, Oa, add(g, orow, ci(g, v * vw)));
+		hg_store(g, hg_f32(g, -FLT_MAX), Ma, i);
+		hg_vstore(g, vzero, La, mul(g, i, ci(g, vw)));
+		hg_loop_end(g, &lq);
 	}
 
 	/* key blocks [0, kv_end) */
 	LLVMValueRef pend = packed_end(g, a, nv), kv_end = pend;
 	if (a->causal) {
-		/* last visible key of the block's last row: nv + t0 + Br − 1 */
-		LLVMValueRef e = add(g, add(g, t0, nv), ci(g, Br + Bc - 1));
+		/* last visible key of the task's last row: nv + t0 + Rt − 1 */
+		LLVMValueRef e = add(g, add(g, t0, nv), ci(g, Rt + Bc - 1));
 		e = mul(g, LLVMBuildSDiv(g->b, e, ci(g, Bc), ""), ci(g, Bc));
 		LLVMValueRef gt = LLVMBuildICmp(g->b, LLVMIntSGT, e, pend, "");
 		kv_end = LLVMBuildSelect(g->b, gt, pend, e, "kv_end");
 	}
 	HgLoop lj;
 	LLVMValueRef j0 = hg_loop_begin(g, &lj, ci(g, 0), kv_end, Bc, "j0");
-	LLVMValueRef m[MAXBR], l[MAXBR];
-	for (int64_t i = 0; i < Br; i++) {
-		m[i] = hg_loop_carry(g, &lj, hg_f32(g, -FLT_MAX));
-		l[i] = hg_loop_carry(g, &lj, vzero);
+	LLVMValueRef bias[MAXNC], jv[MAXNC] = {0};
+	for (int64_t cc = 0; cc < NCB; cc++)
+		bias[cc] = hg_vload(g, brow, add(g, j0, ci(g, cc * vw)));
+	if (a->causal) {
+		LLVMValueRef lanes[64];
+		for (int64_t k = 0; k < vw; k++)
+			lanes[k] = hg_i32(g, (int32_t)k);
+		LLVMValueRef iota = LLVMConstVector(lanes, (unsigned)vw);
+		LLVMValueRef j0v = hg_vsplat(g, LLVMBuildTrunc(g->b, j0, g->t_i32, ""));
+		for (int64_t cc = 0; cc < NCB; cc++)
+			jv[cc] = LLVMBuildAdd(g->b, LLVMBuildAdd(g->b, j0v, iota, ""), hg_vsplat(g, hg_i32(g, (int32_t)(cc * vw))), "jv");
 	}
+
+	/* the task's row tiles of Br rows on this key block (its Kt panels and V
+	 * rows stay in L1 for all of them); a tile wholly past T, or, causal,
+	 * wholly before the block's first key, is skipped */
+	HgLoop lr;
+	LLVMValueRef rt = hg_loop_begin(g, &lr, ci(g, 0), ci(g, a->nrt), 1, "rt");
+	LLVMValueRef r0 = add(g, t0, mul(g, rt, ci(g, Br)));
+	LLVMValueRef live = LLVMBuildICmp(g->b, LLVMIntSLT, r0, ci(g, a->T), "");
+	if (a->causal)
+		live = LLVMBuildAnd(g->b, live, LLVMBuildICmp(g->b, LLVMIntSLE, j0, add(g, add(g, r0, nv), ci(g, Br - 1)), ""), "");
+	HgIf fl;
+	hg_if_begin(g, &fl, live);
+	LLVMValueRef ri = mul(g, rt, ci(g, Br));
+	LLVMValueRef Qs = hg_gepf(g, Qa, mul(g, ri, ci(g, a->hd)));
+	LLVMValueRef Os = hg_gepf(g, Oa, mul(g, ri, ci(g, a->hdp)));
+	LLVMValueRef Ms = hg_gepf(g, Ma, ri);
+	LLVMValueRef Ls = hg_gepf(g, La, mul(g, ri, ci(g, vw)));
 
 	/* S = Q Kᵀ into the Br x Bc tile Ps: Bc/Kw register tiles of Br x Kw, each
 	 * a broadcast-FMA micro-kernel over the head dimension on one Kt panel */
@@ -618,25 +660,14 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	 * last key), m_new = max(m, max_j s), p = exp(s − m_new) into Ps; the
 	 * rescale factors alpha_i = exp(m_i − m_new,i) of all Br rows are one
 	 * vector exp */
-	LLVMValueRef bias[MAXNC], jv[MAXNC] = {0};
-	for (int64_t cc = 0; cc < NCB; cc++)
-		bias[cc] = hg_vload(g, brow, add(g, j0, ci(g, cc * vw)));
-	if (a->causal) {
-		LLVMValueRef lanes[64];
-		for (int64_t k = 0; k < vw; k++)
-			lanes[k] = hg_i32(g, (int32_t)k);
-		LLVMValueRef iota = LLVMConstVector(lanes, (unsigned)vw);
-		LLVMValueRef j0v = hg_vsplat(g, LLVMBuildTrunc(g->b, j0, g->t_i32, ""));
-		for (int64_t cc = 0; cc < NCB; cc++)
-			jv[cc] = LLVMBuildAdd(g->b, LLVMBuildAdd(g->b, j0v, iota, ""), hg_vsplat(g, hg_i32(g, (int32_t)(cc * vw))), "jv");
-	}
-	LLVMValueRef s[MAXBR][MAXNC], mnew[MAXBR], dm = vzero;
+	LLVMValueRef s[MAXBR][MAXNC], m[MAXBR], mnew[MAXBR], dm = vzero;
 	for (int64_t i = 0; i < Br; i++) {
 		LLVMValueRef mx = NULL;
+		m[i] = hg_load(g, g->t_f32, Ms, ci(g, i));
 		for (int64_t cc = 0; cc < NCB; cc++) {
 			s[i][cc] = LLVMBuildFAdd(g->b, hg_vload(g, Ps, ci(g, i * Bc + cc * vw)), bias[cc], "s");
 			if (a->causal) {
-				LLVMValueRef lim = LLVMBuildTrunc(g->b, add(g, add(g, t0, nv), ci(g, i)), g->t_i32, "");
+				LLVMValueRef lim = LLVMBuildTrunc(g->b, add(g, add(g, r0, nv), ci(g, i)), g->t_i32, "");
 				LLVMValueRef over = LLVMBuildICmp(g->b, LLVMIntSGT, jv[cc], hg_vsplat(g, lim), "");
 				s[i][cc] = LLVMBuildSelect(g->b, over, hg_vconst(g, -INFINITY), s[i][cc], "");
 			}
@@ -654,51 +685,56 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 			hg_vstore(g, p, Ps, ci(g, i * Bc + cc * vw));
 			psum = psum ? LLVMBuildFAdd(g->b, psum, p, "") : p;
 		}
-		LLVMValueRef lnew = hg_fma(g, l[i], hg_vsplat(g, alpha[i]), psum);
-		hg_loop_next(g, &lj, m[i], mnew[i]);
-		hg_loop_next(g, &lj, l[i], lnew);
+		LLVMValueRef lold = hg_vload(g, Ls, ci(g, i * vw));
+		hg_vstore(g, hg_fma(g, lold, hg_vsplat(g, alpha[i]), psum), Ls, ci(g, i * vw));
+		hg_store(g, mnew[i], Ms, ci(g, i));
 	}
 
 	/* O = alpha · O + P V, pvc vectors of the head dimension at a time */
 	for (int64_t v0 = 0; v0 < NV; v0 += a->pvc) {
-		int64_t nv = NV - v0 < a->pvc ? NV - v0 : a->pvc;
+		int64_t nvec = NV - v0 < a->pvc ? NV - v0 : a->pvc;
 		LLVMValueRef oinit[MAXBR][4];
 		for (int64_t i = 0; i < Br; i++)
-			for (int64_t cv = 0; cv < nv; cv++)
+			for (int64_t cv = 0; cv < nvec; cv++)
 				oinit[i][cv] = LLVMBuildFMul(g->b, hg_vload(g, Os, ci(g, i * a->hdp + (v0 + cv) * vw)),
 				                             hg_vsplat(g, alpha[i]), "");
 		HgLoop lk;
 		LLVMValueRef jj = hg_loop_begin(g, &lk, ci(g, 0), ci(g, Bc), 1, "jj");
 		LLVMValueRef o[MAXBR][4];
 		for (int64_t i = 0; i < Br; i++)
-			for (int64_t cv = 0; cv < nv; cv++)
+			for (int64_t cv = 0; cv < nvec; cv++)
 				o[i][cv] = hg_loop_carry(g, &lk, oinit[i][cv]);
 		LLVMValueRef vrow = mul(g, add(g, j0, jj), ci(g, a->hdp));
 		LLVMValueRef vv[4];
-		for (int64_t cv = 0; cv < nv; cv++)
+		for (int64_t cv = 0; cv < nvec; cv++)
 			vv[cv] = hg_vload(g, vp, add(g, vrow, ci(g, (v0 + cv) * vw)));
 		for (int64_t i = 0; i < Br; i++) {
 			LLVMValueRef pv = hg_vbroadcast(g, Ps, add(g, ci(g, i * Bc), jj));
-			for (int64_t cv = 0; cv < nv; cv++)
+			for (int64_t cv = 0; cv < nvec; cv++)
 				hg_loop_next(g, &lk, o[i][cv], hg_fma(g, pv, vv[cv], o[i][cv]));
 		}
 		hg_loop_end(g, &lk);
 		for (int64_t i = 0; i < Br; i++)
-			for (int64_t cv = 0; cv < nv; cv++)
+			for (int64_t cv = 0; cv < nvec; cv++)
 				hg_vstore(g, o[i][cv], Os, ci(g, i * a->hdp + (v0 + cv) * vw));
 	}
+	hg_if_end(g, &fl);
+	hg_loop_end(g, &lr);
 	hg_loop_end(g, &lj);
 
 	/* out = O / l */
-	for (int64_t i = 0; i < Br; i++) {
-		LLVMValueRef t = add(g, t0, ci(g, i));
+	{
+		HgLoop lo;
+		LLVMValueRef i = hg_loop_begin(g, &lo, ci(g, 0), ci(g, Rt), 1, "oi");
+		LLVMValueRef t = add(g, t0, i);
 		HgIf fi;
 		hg_if_begin(g, &fi, LLVMBuildICmp(g->b, LLVMIntSLT, t, ci(g, a->T), ""));
-		LLVMValueRef inv = LLVMBuildFDiv(g->b, hg_f32(g, 1.0f), hg_vreduce_add(g, l[i]), "");
+		LLVMValueRef inv = LLVMBuildFDiv(g->b, hg_f32(g, 1.0f), hg_vreduce_add(g, hg_vload(g, La, mul(g, i, ci(g, vw)))), "");
 		LLVMValueRef invv = hg_vsplat(g, inv);
 		LLVMValueRef dst = hg_gepf(g, c[C_OUT], add(g, mul(g, add(g, mul(g, b, ci(g, a->T)), t), ci(g, D)), mul(g, h, ci(g, a->hd))));
+		LLVMValueRef orow = mul(g, i, ci(g, a->hdp));
 		for (int64_t v = 0; v < NV; v++) {
-			LLVMValueRef y = r16(g, LLVMBuildFMul(g->b, hg_vload(g, Os, ci(g, i * a->hdp + v * vw)), invv, ""), a->fp16);
+			LLVMValueRef y = r16(g, LLVMBuildFMul(g->b, hg_vload(g, Oa, add(g, orow, ci(g, v * vw))), invv, ""), a->fp16);
 			int64_t left = a->hd - v * vw;
 			if (left >= vw)
 				hg_vstore(g, y, dst, ci(g, v * vw));
@@ -706,6 +742,7 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 				hg_vstore_n(g, y, dst, ci(g, v * vw), ci(g, left));
 		}
 		hg_if_end(g, &fi);
+		hg_loop_end(g, &lo);
 	}
 	hg_loop_end(g, &lt);
 	hg_par_end(g, &par);
