@@ -225,18 +225,25 @@ static LLVMValueRef iof(HostGen *g, LLVMValueRef x, int32_t v)
 
 /* exp(x) = 2^n · p(r), n = rint(x·log2 e), r = x − n·ln2 (ln2 split in two
  * for an exact reduction), p(r) = 1 + r + r²·q(r) with Cephes expf's degree-5 q
- * (|r| <= ln2/2). Inputs are clamped to [−87, 88.376] by single vminps /
- * vmaxps (no NaN rule); x < −87 (and −inf) gives 0. 2^n: vscalefps on
- * AVX-512 vectors, else the exponent bits (n + 127) << 23.
+ * (|r| <= ln2/2). 2^n: vscalefps on AVX-512 vectors (x > 88.72 gives +inf,
+ * NaN gives NaN), else the exponent bits (n + 127) << 23 on x clamped to
+ * [−87, 88.376] by single vminps / vmaxps (no NaN rule). x < −87 (and −inf)
+ * gives 0.
  * Error bound, tested against libm (exp in double) by exp_libm in
  * tests/oracle/test_host_kernels.py through the host Exp kernel, AVX-512 and
  * AVX2, 280k points over [−87, 88.376]: <= 2 ulp of the float result
  * (measured 1.22 ulp, relative 1.19e-7); exactly 0 below −87 and for −inf;
+ * >= exp(88.376) above (+inf past 88.72 with vscalefps);
  * exp(0) = 1 exactly. */
 LLVMValueRef hg_exp(HostGen *g, LLVMValueRef x)
 {
 	LLVMBuilderRef b = g->b;
-	LLVMValueRef xc = fast_min(g, fast_max(g, x, kof(g, x, -87.0f)), kof(g, x, 88.3762626647949f));
+	LLVMTypeRef ty = LLVMTypeOf(x);
+	/* vscalefps takes any n (2^n overflows to inf, a NaN stays NaN), and the
+	 * final select returns 0 below −87 whatever y is: no clamps; the exponent
+	 * bits need n in [−126, 127] */
+	bool scalef = g->avx512 && LLVMGetTypeKind(ty) == LLVMVectorTypeKind && LLVMGetVectorSize(ty) == 16;
+	LLVMValueRef xc = scalef ? x : fast_min(g, fast_max(g, x, kof(g, x, -87.0f)), kof(g, x, 88.3762626647949f));
 	LLVMValueRef t = LLVMBuildFMul(b, xc, kof(g, x, 1.44269504088896341f), "");
 	LLVMValueRef n = hg_intrinsic(g, "llvm.rint", LLVMTypeOf(x), &t, 1);
 	LLVMValueRef r = hg_fma(g, n, kof(g, x, -0.693359375f), xc);
@@ -249,8 +256,7 @@ LLVMValueRef hg_exp(HostGen *g, LLVMValueRef x)
 	p = hg_fma(g, p, r, kof(g, x, 5.0000001201E-1f));
 	LLVMValueRef r2 = LLVMBuildFMul(b, r, r, "");
 	LLVMValueRef y = hg_fma(g, p, r2, LLVMBuildFAdd(b, r, kof(g, x, 1.0f), ""));
-	LLVMTypeRef ty = LLVMTypeOf(x);
-	if (g->avx512 && LLVMGetTypeKind(ty) == LLVMVectorTypeKind && LLVMGetVectorSize(ty) == 16) {
+	if (scalef) {
 		LLVMValueRef a[5] = {y, n, LLVMGetUndef(ty), LLVMConstInt(LLVMInt16TypeInContext(g->ctx), 0xffff, 0),
 		                     hg_i32(g, 4) /* current rounding */};
 		y = intr(g, "llvm.x86.avx512.mask.scalef.ps.512", NULL, 0, a, 5);

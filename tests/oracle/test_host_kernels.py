@@ -264,7 +264,7 @@ def exp_libm(wl, work, cpu=None):
     host Exp kernel against libm (math.exp in double): <= EXP_MAX_ULP ulp of
     the float result over [EXP_LO, EXP_HI] (a dense grid, random points in
     the softmax range [-87, 0], both ends), exactly 0 below EXP_LO and for
-    -inf, exp(0) = 1 exactly."""
+    -inf, >= exp(EXP_HI) = 2.4e38 above EXP_HI (+inf past 88.72 with vscalefps), exp(0) = 1 exactly."""
     rng = np.random.default_rng(3)
     grid = np.linspace(EXP_LO, EXP_HI, 200001, dtype=np.float64).astype(np.float32)
     soft = (-rng.random(60000) * 87.0).astype(np.float32)
@@ -273,7 +273,8 @@ def exp_libm(wl, work, cpu=None):
                      np.float32(EXP_HI), -0.5 * math.log(2), 0.5 * math.log(2)], dtype=np.float32)
     below = np.array([-np.inf, -3.4028235e38, -1e4, -104.0, -87.5, np.nextafter(np.float32(EXP_LO), np.float32(-100))],
                      dtype=np.float32)
-    x = np.concatenate([grid, soft, small, edge, below]).astype(np.float32)
+    above = np.array([88.5, 89.0, 100.0, 1e30, np.inf], dtype=np.float32)
+    x = np.concatenate([grid, soft, small, edge, below, above]).astype(np.float32)
     n = x.size
     text = ('<ir_version: 8, opset_import: ["" : 17]>\n'
             "g (float[%d] x) => (float[%d] y) {\n   y = Exp (x)\n}\n" % (n, n))
@@ -298,7 +299,11 @@ def exp_libm(wl, work, cpu=None):
     msgs = ["%d points in [%g, %g]: max %.2f ulp (x = %.9g), max rel err %.3g" % (
         int(inr.sum()), EXP_LO, EXP_HI, float(ulp[worst]), float(x[inr][worst]), float(np.max(np.abs(y[inr] / true - 1))))]
     ok = bool(np.all(np.isfinite(y[inr]))) and float(ulp.max()) <= EXP_MAX_ULP
-    under = y[~inr]
+    over = y[x > np.float32(EXP_HI)]   # exp(x) or +inf (AVX-512: vscalefps), exp(EXP_HI) (AVX2: clamped)
+    if over.size != above.size or not np.all(over >= 2.4e38):
+        ok = False
+        msgs.append("above %g: %s" % (EXP_HI, over[:5]))
+    under = y[x < np.float32(EXP_LO)]
     if not np.all(under == 0.0):
         ok = False
         msgs.append("below %g not 0: %s" % (EXP_LO, under[under != 0][:4]))
