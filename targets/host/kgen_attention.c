@@ -45,8 +45,9 @@
  *     multiple of 16), so no two threads write one cache line.
  *     Cost (Whisper-tiny encoder, 6 heads x 1500 x 1500 x 64, AVX-512): per
  *     8 x 64 block 2048 vector FMAs against 32 vector exps, 8 row max trees,
- *     one alpha exp and 16 O loads / stores: ~70 % of the FMA peak per CPU
- *     second (bench/host_attention.py, bench/RESULTS.md).
+ *     one alpha exp and 16 O loads / stores: 70–80 % of the FMA peak
+ *     (bench/host_attention.py; bench/RESULTS.md, measured on a loaded
+ *     machine).
  *
  * Scratch: Kt, Vp and bias (O(L·hd) per KV head), never O(T·L).
  *
