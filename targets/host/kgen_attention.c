@@ -17,9 +17,13 @@
  *       bias [B, Lp]          additive key bias: 0, −3.4028235e38 where the
  *                             int attention_mask is != 1, −inf past L.
  *     repeat_kv is index mapping: query head h reads KV head h / (H/Hkv).
- *  2. attend, one task per (batch, head, block of Br query rows): the block's
- *     queries (scaled, rotated, rounded) sit in a small stack tile; for each
- *     block of Bc = 4 vectors of keys (64 on AVX-512, 32 on AVX2):
+ *  2. attend, one task per (batch, head, block of nrt·Br query rows; nrt =
+ *     up to 4 row tiles of Br): the block's queries (scaled, rotated,
+ *     rounded), O, the running max m and the lane-wise running sum l sit in
+ *     small stack tiles; for each block of Bc = 4 vectors of keys (64 on
+ *     AVX-512, 32 on AVX2), and on it for each row tile (the block's Kt
+ *     panels and V rows stay in L1 across the tiles; a tile past T or, causal,
+ *     before the block's first key is skipped):
  *       - S = Q Kᵀ (Br x Bc) as Bc/Kw register tiles of Br x Kw (Br = 8
  *         rows x 2 vectors = 16 accumulators on AVX-512, 4 x 2 on AVX2): a
  *         broadcast-FMA micro-kernel over the head dimension streaming one
