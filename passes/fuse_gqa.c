@@ -49,6 +49,17 @@
  * op over the visible ones): transformers' outputs for such padding
  * queries are unused.
  *
+ * QDQ graphs (`wlower quantize --int8`, ONNX Runtime's quantize_static):
+ * fake-quant pairs DequantizeLinear (QuantizeLinear (x, s, z), s, z) on the
+ * core's RoPE products, Q·K^T operands, scores, probabilities and V hide the
+ * pattern. When the plain match fails, match.h's qdq_bypass_attention
+ * bypasses the pairs between the head splits and the ·V MatMul and the match
+ * is tried again: on success those pairs go with the core (the op computes
+ * in the target's own formats, as the vendor's attention kernel does with its
+ * fixed-point scales), the pairs on q/k/v and on the output stay; on failure
+ * the graph is restored exactly. Near misses: a pair with two scales (not a
+ * fake quantization), a dequantized value read outside the core.
+ *
  * The Softmax, ·V, head split and merge, K/V Concat and causal-mask tests
  * are match.h's, shared with fuse-whisper-attention.
  */
@@ -464,8 +475,17 @@ int pass_fuse_gqa(Module *mod, PassContext *ctx, Diag *d)
 		if (n->op != OP_Softmax)
 			continue;
 		GqMatch m;
-		if (!match_gqa(n, &m) || !attn_is_private(&m.c))
-			continue;
+		QdqBypass qb = {0};
+		if (!match_gqa(n, &m) || !attn_is_private(&m.c)) {
+			/* a QDQ graph: the core's fake-quant pairs bypassed, then matched again */
+			if (!qdq_bypass_attention(n, &qb))
+				continue;
+			if (!match_gqa(n, &m) || !attn_is_private(&m.c)) {
+				qdq_bypass_undo(&qb);
+				continue;
+			}
+			qdq_bypass_commit(&qb, &m.c.set);
+		}
 		nx = m.c.last->next;
 		rewrite_gqa(mod, &m, &counter);
 		changed++;

@@ -4,6 +4,7 @@
  * rewriting pass needs for the nodes it creates: a stable, readable name and
  * the `fused_from` attribute (docs/OPS.md). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "match.h"
 
@@ -645,6 +646,159 @@ Node *new_whisper_attention(Module *m, Graph *g, const char *name, const WaAttrs
 	node_add_attr(n, "scale", AT_FLOAT)->f = (float)a->scale;
 	set_string_attr(m, n, "kv_layout", a->kv_layout);
 	return n;
+}
+
+/* ---------------------------------------------------------------- fake quantization */
+
+/* z of a Q/DQ node: absent (0) or an int8/uint8 scalar constant. */
+static bool qdq_zero_point(const Node *n, double *z)
+{
+	*z = 0;
+	if (n->ninputs < 3 || !n->inputs[2])
+		return true;
+	return (const_of(n->inputs[2], DT_INT8) || const_of(n->inputs[2], DT_UINT8)) && const_scalar(n->inputs[2], z);
+}
+
+/* float32, or not typed yet (a pass before shape-infer; scale float32 makes the DQ output float32) */
+static bool float_or_untyped(const Value *v)
+{
+	return v->type.kind == TY_NONE || (v->type.kind == TY_TENSOR && v->type.elem == DT_FLOAT);
+}
+
+Node *fake_quant_pair(const Node *dq)
+{
+	if (!dq || dq->op != OP_DequantizeLinear || dq->ninputs < 2 || !dq->inputs[0] || !dq->inputs[1] ||
+	    !dq->outputs[0])
+		return NULL;
+	Node *q = producer(dq->inputs[0], OP_QuantizeLinear);
+	double s1, s2, z1, z2;
+	if (!q || !sole_read(q->outputs[0]) || dq->outputs[0]->is_output || !q->inputs[0] ||
+	    !float_or_untyped(q->inputs[0]) || !float_or_untyped(dq->outputs[0]) ||
+	    !float_scalar(q->inputs[1], &s1) || !float_scalar(dq->inputs[1], &s2) || s1 != s2 ||
+	    !qdq_zero_point(q, &z1) || !qdq_zero_point(dq, &z2) || z1 != z2 ||
+	    (q->ninputs > 2 && q->inputs[2] && dq->ninputs > 2 && dq->inputs[2] &&
+	     q->inputs[2]->init->dtype != dq->inputs[2]->init->dtype))
+		return NULL;
+	return q;
+}
+
+/* A weight: a constant, DequantizeLinear of one, or of QuantizeLinear of one. */
+static bool weight_like(const Value *v)
+{
+	for (int k = 0; v && k < 3; k++) {
+		if (v->init)
+			return true;
+		Node *p = v->producer;
+		if (!p || (p->op != OP_DequantizeLinear && p->op != OP_QuantizeLinear))
+			return false;
+		v = p->inputs[0];
+	}
+	return false;
+}
+
+/* A node the walk does not go past: a head split's Reshape (rank-3 input),
+ * a projection (MatMul / QMatMul with a constant weight). */
+static bool bypass_stop(const Node *n)
+{
+	if (n->op == OP_Reshape)
+		return n->inputs[0] && n->inputs[0]->type.has_shape && n->inputs[0]->type.rank == 3;
+	if (n->op == OP_MatMul)
+		return n->ninputs == 2 && weight_like(n->inputs[1]);
+	return n->op == OP_WlQMatMul;
+}
+
+int qdq_bypass_attention(Node *sm, QdqBypass *b)
+{
+	memset(b, 0, sizeof *b);
+	Value *p = sm->outputs[0];
+	Node *pv = NULL;
+	for (int k = 0; k < 8 && sole_read(p); k++) {
+		Node *u = p->users[0].node;
+		if (u->op == OP_MatMul && u->inputs[0] == p) {
+			pv = u;
+			break;
+		}
+		if (u->op != OP_Cast && u->op != OP_QuantizeLinear && u->op != OP_DequantizeLinear)
+			break;
+		p = u->outputs[0];
+	}
+	if (!pv)
+		return 0;
+	enum { MAXW = 128 };
+	Node *seen[MAXW];
+	int ns = 0;
+	seen[ns++] = pv;
+	for (int i = 0; i < ns; i++) {
+		Node *n = seen[i];
+		if (n->op == OP_DequantizeLinear) {
+			Node *q = fake_quant_pair(n);
+			if (q && b->np < 32) {
+				b->q[b->np] = q;
+				b->dq[b->np] = n;
+				b->x[b->np] = q->inputs[0];
+				b->np++;
+			}
+		}
+		if (i > 0 && bypass_stop(n))
+			continue;
+		for (int k = 0; k < n->ninputs; k++) {
+			Node *pn = n->inputs[k] ? n->inputs[k]->producer : NULL;
+			bool have = !pn;
+			for (int j = 0; j < ns && !have; j++)
+				have = seen[j] == pn;
+			if (!have && ns < MAXW)
+				seen[ns++] = pn;
+		}
+	}
+	int nu = 0;
+	for (int i = 0; i < b->np; i++)
+		nu += b->dq[i]->outputs[0]->nusers;
+	b->use = wl_xcalloc((size_t)nu + 1, sizeof *b->use);
+	for (int i = 0; i < b->np; i++) {
+		Value *y = b->dq[i]->outputs[0];
+		while (y->nusers) {
+			Use u = y->users[y->nusers - 1];
+			b->use[b->nuse++] = (struct QdqUse){u.node, u.slot, i};
+			node_set_input(u.node, u.slot, b->x[i]);
+		}
+		node_set_input(b->q[i], 0, NULL);
+	}
+	if (!b->np) {
+		free(b->use);
+		b->use = NULL;
+	}
+	return b->np;
+}
+
+void qdq_bypass_undo(QdqBypass *b)
+{
+	for (int i = 0; i < b->np; i++)
+		node_set_input(b->q[i], 0, b->x[i]);
+	for (int i = b->nuse - 1; i >= 0; i--)
+		node_set_input(b->use[i].n, b->use[i].slot, b->dq[b->use[i].pair]->outputs[0]);
+	free(b->use);
+	memset(b, 0, sizeof *b);
+}
+
+void qdq_bypass_commit(QdqBypass *b, const MatchSet *core)
+{
+	bool outside[32] = {0};
+	for (int i = 0; i < b->nuse; i++)
+		if (!match_contains(core, b->use[i].n))
+			outside[b->use[i].pair] = true;
+	for (int i = b->nuse - 1; i >= 0; i--)
+		if (outside[b->use[i].pair])
+			node_set_input(b->use[i].n, b->use[i].slot, b->dq[b->use[i].pair]->outputs[0]);
+	for (int i = 0; i < b->np; i++) {
+		if (outside[i]) {
+			node_set_input(b->q[i], 0, b->x[i]);
+			continue;
+		}
+		node_remove(b->dq[i]);
+		node_remove(b->q[i]);
+	}
+	free(b->use);
+	memset(b, 0, sizeof *b);
 }
 
 /* ---------------------------------------------------------------- passes */

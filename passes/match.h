@@ -184,6 +184,44 @@ const char *attn_name(Module *m, const AttnCore *c, const char *op, Node **order
 bool attn_replace(Module *m, const AttnCore *c, Node *n, Node *const *ordered, int no, Value *const *ins,
                   int nin);
 
+/* ---------------------------------------------------------------- fake quantization */
+/* The QDQ pairs of an attention core, as `wlower quantize --int8` and ONNX
+ * Runtime's quantize_static write them around the core's MatMul/Mul/Add
+ * inputs (RoPE products, QK^T, the scores, the probabilities, V):
+ *
+ *   xq = QuantizeLinear (x, s, z)       x float, s a float scalar constant,
+ *   y  = DequantizeLinear (xq, s, z)    z absent or an int8/uint8 scalar
+ *                                       constant, the same s and z on both;
+ *                                       xq read by this DequantizeLinear only,
+ *                                       y not a graph output
+ *
+ * qdq_bypass_attention walks back from the PV MatMul of the Softmax sm
+ * (sm's output through Cast / QuantizeLinear / DequantizeLinear to a MatMul)
+ * over the core's nodes, stopping at a head split's Reshape (a rank-3 input:
+ * the q/k/v projections and everything before them keep their QDQ pairs),
+ * a MatMul or ai.wlower.QMatMul with a constant weight, and constants. Every
+ * pair found is bypassed tentatively: y's readers read x and the
+ * QuantizeLinear's input is detached, so the attention matcher sees the
+ * float pattern. Then either qdq_bypass_commit (the core matched: the pairs
+ * read only inside `core` are removed, the others restored) or
+ * qdq_bypass_undo (no match: the graph is as before).
+ * Returns the number of pairs bypassed (0: nothing to undo or commit). */
+/* dq is the DequantizeLinear of such a pair: its QuantizeLinear, else NULL. */
+Node *fake_quant_pair(const Node *dq);
+typedef struct QdqBypass {
+	Node *q[32], *dq[32];
+	Value *x[32];
+	int np;
+	struct QdqUse {
+		Node *n;
+		int slot, pair;
+	} *use;
+	int nuse;
+} QdqBypass;
+int qdq_bypass_attention(Node *sm, QdqBypass *b);
+void qdq_bypass_undo(QdqBypass *b);
+void qdq_bypass_commit(QdqBypass *b, const MatchSet *core);
+
 /* ---------------------------------------------------------------- rewrite helpers */
 
 /* Names and provenance of the nodes a rewrite creates. The name is the

@@ -37,7 +37,13 @@
  *    of -3.4e38 would take the whole int8 range) stay float.
  * 4. Output: OUT (binary .onnx, or .onnxtxt) and OUT.tranges: the range of
  *    every calibrated tensor that was not quantized (what stays float), in
- *    the tranges format of docs/FORMATS.md.
+ *    the tranges format of docs/FORMATS.md, masks excepted: a tensor
+ *    computed from constants only (a causal mask: the compiler folds it) or
+ *    one whose range reaches |x| >= 1e30 (a finfo.min or -inf fill: the
+ *    attention mask built from attention_mask, the masked scores) gets no
+ *    range, since no fixed-point format holds -3.4e38 (the attention fusions
+ *    take these tensors in; one left unfused is a "no range" error at
+ *    compile time, naming it).
  *
  * The Constant nodes of the input become initializers and value types are
  * inferred (constant-to-initializer, shape-infer) before matching.
@@ -66,7 +72,8 @@ static const char usage_int8[] =
 "DequantizeLinear pairs on the float inputs of MatMul, Gemm, Add, Mul, Softmax and\n"
 "Sigmoid nodes (activations calibrated on the samples), int8 weights with their\n"
 "scales for constant MatMul/Gemm weights; OUT.tranges gets the range of every\n"
-"tensor that stays float.\n"
+"tensor that stays float, masks excepted (computed from constants only, or holding\n"
+"a finfo.min fill: no fixed-point format holds -3.4e38).\n"
 "\n"
 "  -o, --output OUT       the quantized model: .onnx (binary) or .onnxtxt (text)\n"
 "  --samples NAME=FILE    calibration samples of input NAME, [S, *input] or, when the\n"
@@ -467,6 +474,18 @@ static void mark_varying(Graph *g, NodeSet *vary_nodes)
 	}
 }
 
+/* A mask, not a value with a fixed-point range: computed from constants only
+ * (a causal mask; the compiler folds it and reads its data), or holding a
+ * finfo.min / -inf fill (an attention mask from attention_mask, the scores it
+ * was added to): -3.4e38 takes no fixed-point format, and the attention
+ * fusions absorb these tensors. */
+static bool is_mask(const I8State *s, const Value *v, double lo, double hi)
+{
+	if (!v->is_input && !(v->producer && nodeset_has(s->vary, v->producer)))
+		return true;
+	return lo <= -1e30 || hi >= 1e30;
+}
+
 static int rewrite_int8(I8State *s, Node *n, Diag *d)
 {
 	bool any = false;
@@ -831,13 +850,22 @@ int cmd_quantize_int8(int argc, char **argv)
 		diag_prefix(&d, "after quantization (internal error): ");
 		goto fail;
 	}
-	/* what stays float: every calibrated tensor without a QDQ pair */
+	/* what stays float: every calibrated tensor without a QDQ pair, but masks */
 	fl = tranges_new(a.out, tr->samples);
+	int nmask = 0;
 	for (int i = 0; i < tr->n; i++) {
 		Value *v = graph_find(m->graph, tr->r[i].name);
-		if (v && float_tensor(v) && !pair_find(&s, v))
-			tranges_set(fl, tr->r[i].name, tr->r[i].min, tr->r[i].max);
+		if (!v || !float_tensor(v) || pair_find(&s, v))
+			continue;
+		if (is_mask(&s, v, tr->r[i].min, tr->r[i].max)) {
+			nmask++;
+			continue;
+		}
+		tranges_set(fl, tr->r[i].name, tr->r[i].min, tr->r[i].max);
 	}
+	if (nmask)
+		fprintf(stderr, "wlower quantize: note: %d mask tensors (computed from constants, or holding a "
+		        "finfo.min fill) get no range in the tranges\n", nmask);
 	tpath = malloc(strlen(a.out) + 9);
 	if (!tpath)
 		wl_die(__FILE__, __LINE__, "out of memory");

@@ -29,6 +29,15 @@ output QuantizeLinear absorbed where the MatMul feeds one): checked against
 the unfused graph on the reference executor, and against ONNX Runtime on the
 unfused QDQ graph (every int8 tensor equal or one step apart, at most 1e-3 of
 them; output PSNR >= 60 dB).
+Chimera (the vendor's flow, issue 12): the vendor-settings graph compiled
+for qc-n (1 core, 16 MB): the QDQ attention core one GroupQueryAttention, the
+projections QMatMul, int8 weights in the module and in the bytes read, no
+mask range in the tranges; simulated, output SQNR against ONNX Runtime on the
+float graph >= 22 dB (printed next to the QDQ graph's own). The single-token
+graph (int8 KV cache, attention_mask, LM head) quantized the same way
+(calibrated on qwen2.py's samples: int8 and int64 inputs take no synthetic
+samples) compiled for qc-u, cost model only (its simulation and the
+full-size figures: bench/qwen2_int8_qc.py).
 The residual adds are found by structure, not by name: Add nodes with two
 activation inputs and a [1,S,H] output. Exits 1 on any failure.
 """
@@ -50,6 +59,7 @@ sys.path.insert(0, HERE)
 from compare import metrics  # noqa: E402
 
 failures = []
+KV_SCALE = 0.05   # the int8 KV cache scale of the single-token graph (qwen2.py --int8-kv)
 
 
 def run(cmd):
@@ -99,6 +109,83 @@ def npy_name(name):
     return ("_" + f[1:] if f.startswith(".") else f) + ".npy"
 
 
+def float_weight_bytes(path):
+    m = onnx.load(path)
+    inits = {i.name: i for i in m.graph.initializer}
+    return sum(4 * int(np.prod(inits[n.input[1]].dims)) for n in m.graph.node
+               if n.op_type == "MatMul" and n.input[1] in inits)
+
+
+def kernels(mod):
+    return [k["op"] for k in json.load(open(os.path.join(mod, "schedule.json")))["kernels"]]
+
+
+def report_bytes(out, key):
+    """'external bytes read    668.12 kB (684152 B)' -> 684152"""
+    for line in out.splitlines():
+        t = line.strip()
+        if t.startswith(key + " ") and t.endswith(" B)"):
+            return int(t.rsplit("(", 1)[1].split()[0])
+    return -1
+
+
+def chimera(wlower, work, gen, fmodel, xin, f_out, res):
+    """The vendor-quantized block on Chimera (issue 12): prefill on qc-n (1 core, 16 MB),
+    simulated, against ONNX Runtime on the float graph and on the QDQ graph; the single-token
+    graph (int8 KV cache, LM head) compiled for qc-u with the cost model's bytes. Full-size
+    figures: bench/qwen2_int8_qc.py."""
+    q = os.path.join(work, "vendor.onnx")
+    tr = json.load(open(q + ".tranges"))["tensors"]
+    big = [k for k, r in tr.items() if max(abs(r["min"]), abs(r["max"])) >= 1e30]
+    check(not big, "vendor tranges: no tensor with a finfo.min (mask) range: %s" % big[:3])
+    mod = os.path.join(work, "vendor_qcn")
+    run([wlower, q, "--target", "qc-n", "--cores", "1", "--ocm", "16MB", "--tranges", q + ".tranges", "-o", mod])
+    ks = kernels(mod)
+    check(ks.count("ai.wlower.GroupQueryAttention") == 1 and ks.count("ai.wlower.QMatMul") == 7 and
+          ks.count("ai.wlower.SiLU") == 1 and not {"Softmax", "Sigmoid", "MatMul"} & set(ks),
+          "qc-n module: the QDQ attention core is one GroupQueryAttention, 7 QMatMul, SiLU (%d kernels: %s)"
+          % (len(ks), ", ".join(sorted(set(ks)))))
+    wb, fb = os.path.getsize(os.path.join(mod, "weights.bin")), float_weight_bytes(fmodel)
+    check(wb <= 0.3 * fb, "qc-n module weights %d B <= 0.3 x the float32 MatMul weights %d B (int8)" % (wb, fb))
+    so = os.path.join(work, "vendor_sim")
+    r = run([wlower, "sim", mod, "--quiet", "--input", "hidden_states=" + xin, "--output-dir", so])
+    rd = report_bytes(r.stdout, "external bytes read")
+    check(wb <= rd < fb, "qc-n: external bytes read %d: the int8 weights (%d B) and less than float (%d B)"
+          % (rd, wb, fb))
+    sim = np.load(os.path.join(so, "output_hidden_states.npy"))
+    oq = np.load(os.path.join(work, "ort_vendor", "output_hidden_states.npy"))
+    s_sim, s_q = sqnr(f_out, sim), sqnr(f_out, oq)
+    check(s_sim >= 22, "qc-n simulated vs ONNX Runtime on the float graph: SQNR %.2f dB, MSE %.3g (gate 22 dB; "
+          "the QDQ graph on ONNX Runtime: %.2f dB, MSE %.3g)" % (s_sim, float(np.mean((sim - f_out) ** 2)), s_q,
+                                                                float(np.mean((oq - f_out) ** 2))))
+    # single token: int8 past K/V (the vendor's form), attention_mask, LM head
+    st = os.path.join(gen, "single_token.onnx")
+    sd = os.path.join(gen, "samples", "single_token")
+    opts = []
+    for n in ("inputs_embeds", "past_key_values.0.key", "past_key_values.0.value", "attention_mask"):
+        x = np.load(os.path.join(sd, n + ".npy"))
+        if n.startswith("past"):
+            x = np.clip(np.round(x / KV_SCALE), -128, 127).astype(np.int8)
+            n += "_quantized"
+        np.save(os.path.join(work, "st_" + n + ".npy"), x)
+        opts += ["--samples", "%s=%s" % (n, os.path.join(work, "st_" + n + ".npy"))]
+    stq = os.path.join(work, "single_token_int8.onnx")
+    run([wlower, "quantize", st, "--int8", "--exclude-op", "RMSNorm,Softmax,Sigmoid", "--exclude", ",".join(res),
+         "--weights-qdq", "--symmetric-activations", "-o", stq] + opts)
+    mod = os.path.join(work, "single_token_qcu")
+    run([wlower, stq, "--target", "qc-u", "--cores", "1", "--ocm", "16MB", "--tranges", stq + ".tranges", "-o", mod])
+    ks = kernels(mod)
+    check(ks.count("ai.wlower.GroupQueryAttention") == 1 and ks.count("ai.wlower.QMatMul") == 8 and
+          ks.count("DequantizeLinear") >= 2 and not {"Softmax", "Sigmoid", "MatMul"} & set(ks),
+          "qc-u single token: GroupQueryAttention on the dequantized int8 past, 8 QMatMul (LM head too) "
+          "(%d kernels: %s)" % (len(ks), ", ".join(sorted(set(ks)))))
+    wb, fb = os.path.getsize(os.path.join(mod, "weights.bin")), float_weight_bytes(st)
+    r = run([wlower, "sim", mod, "--cost-only", "--output-dir", os.path.join(work, "single_token_cost")])
+    rd = report_bytes(r.stdout, "external bytes read")
+    check(wb <= 0.3 * fb and wb <= rd < fb, "qc-u single token: weights %d B, external bytes read %d B (cost "
+          "model), float32 MatMul weights %d B" % (wb, rd, fb))
+
+
 def main():
     wlower, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -107,7 +194,7 @@ def main():
     if not os.path.exists(os.path.join(gen, "prefill.onnx")):
         run(["/usr/bin/python3", os.path.join(ROOT, "examples", "models", "qwen2.py"), "--layers", "1",
              "--hidden", "256", "--heads", "4", "--kv-heads", "2", "--ffn", "512", "--vocab", "1000",
-             "--which", "prefill", "--samples", "16", "--out", gen])
+             "--int8-kv", str(KV_SCALE), "--samples", "16", "--out", gen])
     fmodel = os.path.join(gen, "prefill.onnx")
     samples = os.path.join(gen, "samples", "prefill", "hidden_states.npy")
     x = np.load(samples)
@@ -289,6 +376,7 @@ def main():
     check(len(qp) >= 3, "%d QMatMuls read an input upstream of every other QMatMul (q/k/v)" % len(qp))
     ps = out["psnr_db"] if out["psnr_db"] != "inf" else math.inf
     check(ps >= 60, "fused vs unfused QDQ graph output: PSNR %.1f dB (gate 60: downstream one-step flips)" % ps)
+    chimera(wlower, work, gen, fmodel, xin, f_out, res)
     print("int8-qdq: %d failed" % len(failures))
     return 1 if failures else 0
 
