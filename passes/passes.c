@@ -92,7 +92,7 @@ const Pass pass_table[] = {
 	 "fuse-whisper-attention, fuse-gqa", "nothing", "fuse",
 	 "--fp16-attention: attention-adjacent edges become float16"},
 	{"split-lm-head", pass_split_lm_head,
-	 "canonicalize-rmsnorm, fuse-matmul-nbits", "graph inputs and outputs", "fuse",
+	 "canonicalize-rmsnorm, fuse-matmul-nbits or fuse-qdq-matmul", "graph inputs and outputs", "fuse",
 	 "--split-lm-head body|head: the decoder without / only its final RMSNorm + LM head"},
 	{"fuse-dce", pass_dce,
 	 "use lists", "nothing", "fuse",
