@@ -110,6 +110,7 @@ typedef struct LlmInfo {
 	int prefill_rows;          /* N: prompt rows per prefill run */
 	int hidden;                /* D: hidden_states width */
 	bool argmax_on_device;     /* lm_head outputs token_ids (the greedy id), not logits */
+	bool kv_int8;              /* llm.kv_cache.dtype "int8": the caches (past in, present out) are int8 */
 } LlmInfo;
 /* Opens PIPE_DIR (pipeline_read with kind "llm", then the step, prefill and lm_head programs). */
 int llm_open(const char *dir, int threads, Llm **out, Diag *d);
