@@ -3,7 +3,8 @@
 # qc-n (issue 12): how many of the 64 greedy ids from BOS equal the float model's (llama2.c
 # run.c's, tests/oracle/stories260K_greedy.json), per quantization setting.
 #
-#   sh bench/llm_int8.sh [WLOWER] [WORKDIR] [TARGETS]      (TARGETS default: ref,qc-n)
+#   sh bench/llm_int8.sh [WLOWER] [WORKDIR] [TARGETS] [SETTINGS]
+#   (TARGETS default: ref,qc-n; SETTINGS default: float,all,vo,l4)
 #
 # 1. examples/models/llama2c.py converts the checkpoint; examples/models/llama2c_samples.py
 #    samples 4 stories of 64 ids from BOS with the float model (temperature 1, seeded) and writes
@@ -11,6 +12,7 @@
 # 2. For each setting, `wlower quantize --int8 --per-channel` of decoder_model and
 #    decoder_with_past_model (RMSNorm, Add, Mul, Softmax, Sigmoid float; the attention-internal
 #    MatMuls and the RoPE angle product float, so the attention fuses):
+#      float  no quantization (the baseline of the cycles)
 #      all    the 36 projections int8 (5 layers x q,k,v,o,gate,up,down + the LM head)
 #      vo     v_proj and o_proj int8 (10), the rest float
 #      l4     the last layer's 7 projections int8, the rest float
@@ -24,6 +26,7 @@ set -e
 W=${1:-build/wlower}
 C=${2:-/tmp/wlower-llm-int8-bench}
 TARGETS=${3:-ref,qc-n}
+SETTINGS=${4:-float,all,vo,l4}
 PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 CKPT="$HERE/../shared/data/llama2c/stories260K.bin"
@@ -53,12 +56,13 @@ quantize() {   # $1 setting, $2 extra exclusions (comma-terminated or empty)
 	$W quantize "$C/st/decoder_with_past_model.onnx" --int8 --per-channel $S --exclude "$2$ATTN" \
 		--exclude-op RMSNorm,Add,Mul,Softmax,Sigmoid -o "$Q/decoder_with_past_model.onnx" 2>/dev/null
 }
+ln -sfn "$C/st" "$C/q-float"
 quantize all ""
 quantize vo "$(proj self_attn/q_proj self_attn/k_proj mlp/gate_proj mlp/up_proj mlp/down_proj)/lm_head/MatMul,"
 quantize l4 "$L03/lm_head/MatMul,"
 echo "| setting | target | int8 projections | ids equal to float (of 64) | cycles/token (qc) | saturated stores |"
 echo "|---|---|---|---|---|---|"
-for s in all vo l4; do
+for s in $(echo "$SETTINGS" | tr , ' '); do
 	for t in $(echo "$TARGETS" | tr , ' '); do
 		P="$C/pipe-$s-$t"
 		rm -rf "$P"

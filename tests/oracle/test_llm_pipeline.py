@@ -48,6 +48,12 @@
    decoder_model on the greedy text must mark a tensor inside the layers as the first below 25 dB,
    logits below 25 dB. "vo" (v_proj and o_proj int8, the rest float, as the report points to
    q/k and the MLP): at least the first 32 of 64 ids equal run.c's (measured: 64).
+9. --kv-cache int8 (ref and host, as --targets): the pipeline compiled with --calibrate PROMPTS.txt
+   (prompts that are not the test's) keeps every past/present int8 (pipeline.json llm.kv_cache:
+   dtype int8, bytes a quarter of the float cache's, kv_cache.tranges listed, one range for each
+   of the 10 presents); `generate --prompt-ids 1 --max-new-tokens 64`: at least the first 8 ids
+   equal run.c's (measured: 10, per-tensor scales), the same ids on every target; usage errors:
+   no scales, --kv-cache int4, --pipeline whisper.
 Ends with "llm-pipeline: N passed, M failed".
 """
 import argparse
@@ -239,6 +245,59 @@ def int8_ptq(W, work, export, want, t):
     t.check("int8 all: wlower compare marks the tensor where the error enters, logits below 25 dB", ok, detail)
 
 
+KV_PROMPTS = "1,403,407\n\n1,365,1\n"   # calibration prompts: not the test's "1"
+KV_FLOOR = 8                             # measured: 10 (ref and host, per-tensor scales)
+
+
+def kv_int8(W, work, export, want, targets, t):
+    """Point 9: --kv-cache int8 on stories260K."""
+    prompts = os.path.join(work, "kv-prompts.txt")
+    open(prompts, "w").write(KV_PROMPTS)
+    ids = {}
+    for target in targets:
+        pipe = os.path.join(work, "pipe-kv8-" + target)
+        shutil.rmtree(pipe, ignore_errors=True)
+        r = run([W, export, "--pipeline", "llm", "--target", target, "--max-seq", "128", "--kv-cache", "int8",
+                 "--calibrate", prompts, "-o", pipe])
+        t.check("kv int8 %s: compile with --calibrate" % target, r.returncode == 0,
+                r.returncode and r.stderr.strip()[-300:] or "")
+        if r.returncode:
+            continue
+        pj = json.load(open(os.path.join(pipe, "pipeline.json")))
+        kv = pj["llm"].get("kv_cache", {})
+        progs = {p["name"]: p for p in pj["programs"]}
+        io = [x for n in ("prefill", "step") for x in progs[n]["inputs"] + progs[n]["outputs"]
+              if x["name"].startswith(("past_key_values.", "present."))]
+        tr = json.load(open(os.path.join(pipe, "kv_cache.tranges")))["tensors"]
+        ok = (kv.get("dtype") == "int8" and kv.get("bytes") == 2 * 5 * 4 * 128 * 8 and kv.get("ranges") ==
+                "kv_cache.tranges" and len(io) == 30 and all(x["dtype"] == "int8" for x in io) and
+                any(f["name"] == "kv_cache.tranges" for f in pj["files"]) and
+                sorted(tr) == sorted("present.%d.%s" % (i, k) for i in range(5) for k in ("key", "value")))
+        t.check("kv int8 %s: pipeline.json llm.kv_cache int8, 1/4 of the float bytes (2*5*4*128*8), every "
+                "past/present int8, kv_cache.tranges listed with the 10 presents" % target, ok,
+                "" if ok else json.dumps(kv) + " " + str([(x["name"], x["dtype"]) for x in io][:4]))
+        r = run([W, "generate", "--pipeline", pipe, "--prompt-ids", "1", "--max-new-tokens", "64", "--threads", "2"])
+        got = [int(x) for x in r.stdout.strip().split(",")] if r.returncode == 0 and r.stdout.strip() else []
+        n = next((i for i in range(min(len(got), 64)) if got[i] != want[i]), min(len(got), 64))
+        ids[target] = got
+        print("    kv int8 %s: the first %d of 64 ids equal the float model's" % (target, n), flush=True)
+        t.check("kv int8 %s: at least the first %d of 64 ids equal run.c's" % (target, KV_FLOOR),
+                len(got) == 64 and n >= KV_FLOOR, "" if len(got) == 64 and n >= KV_FLOOR else
+                "%d: %s" % (n, r.stderr.strip()[-300:]))
+    if len(ids) > 1:
+        t.check("kv int8: the same ids on %s" % " and ".join(ids), len(set(map(tuple, ids.values()))) == 1)
+    bad = [(["--pipeline", "llm", "--target", "ref", "--kv-cache", "int8"], 2, "needs the cache scales"),
+           (["--pipeline", "llm", "--target", "ref", "--kv-cache", "int4", "--calibrate", prompts], 2,
+            "expected int8 or float"),
+           (["--pipeline", "whisper", "--target", "ref", "--kv-cache", "int8", "--calibrate", prompts], 2,
+            "is for --pipeline llm")]
+    for args, code, needle in bad:
+        out = os.path.join(work, "pipe-kv8-bad")
+        r = run([W, export] + args + ["-o", out])
+        ok, detail = one_line_error(r, code, needle)
+        t.check("kv int8 usage: %s" % needle, ok and not os.path.exists(out), detail)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("wlower")
@@ -317,6 +376,8 @@ def main():
         seeded(W, work, a.targets.split(","), t)
     print("int8 PTQ (ref):", flush=True)
     int8_ptq(W, work, export, want, t)
+    print("--kv-cache int8:", flush=True)
+    kv_int8(W, work, export, want, a.targets.split(","), t)
     print("sampling:", flush=True)
     for target, pipe in pipes.items():
         got = []
