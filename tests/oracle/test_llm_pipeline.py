@@ -52,7 +52,9 @@
    (prompts that are not the test's) keeps every past/present int8 (pipeline.json llm.kv_cache:
    dtype int8, bytes a quarter of the float cache's, kv_cache.tranges listed, one range for each
    of the 10 presents); `generate --prompt-ids 1 --max-new-tokens 64`: at least the first 8 ids
-   equal run.c's (measured: 10, per-tensor scales), the same ids on every target; usage errors:
+   equal run.c's (measured: 10, per-tensor scales), and all 64 equal those of the independent
+   float64 loop tests/oracle/llama2c_ref.py --kv-int8 with the pipeline's scales (each row used in
+   float by its own position, then stored quantized), on every target; usage errors:
    no scales, --kv-cache int4, --pipeline whisper.
 Ends with "llm-pipeline: N passed, M failed".
 """
@@ -284,8 +286,15 @@ def kv_int8(W, work, export, want, targets, t):
         t.check("kv int8 %s: at least the first %d of 64 ids equal run.c's" % (target, KV_FLOOR),
                 len(got) == 64 and n >= KV_FLOOR, "" if len(got) == 64 and n >= KV_FLOOR else
                 "%d: %s" % (n, r.stderr.strip()[-300:]))
+        if "oracle" not in ids:
+            r = run([PY, os.path.join(HERE, "llama2c_ref.py"), CKPT, "--steps", "64", "--kv-int8",
+                     os.path.join(pipe, "kv_cache.tranges")])
+            ids["oracle"] = [int(x) for x in r.stdout.strip().split(",")] if r.returncode == 0 else r.stderr
+        t.check("kv int8 %s: all 64 ids equal llama2c_ref.py's int8-cache loop (same scales)" % target,
+                got == ids["oracle"], "" if got == ids["oracle"] else str(ids["oracle"])[:300])
     if len(ids) > 1:
-        t.check("kv int8: the same ids on %s" % " and ".join(ids), len(set(map(tuple, ids.values()))) == 1)
+        t.check("kv int8: the same ids on %s" % " and ".join(ids),
+                len(set(tuple(v) if isinstance(v, list) else v for v in ids.values())) == 1)
     bad = [(["--pipeline", "llm", "--target", "ref", "--kv-cache", "int8"], 2, "needs the cache scales"),
            (["--pipeline", "llm", "--target", "ref", "--kv-cache", "int4", "--calibrate", prompts], 2,
             "expected int8 or float"),
