@@ -72,7 +72,8 @@ static const char usage_generate[] =
 "\n"
 "stdout: the generated ids (prompt excluded), comma-separated (with a tokenizer, then their\n"
 "text on a second line); stderr: the report\n"
-"(prompt processing and token generation tokens/s, step time by position, peak memory;\n"
+"(prompt processing and token generation tokens/s, step time by position, KV cache type and\n"
+"bytes (int8 for a pipeline compiled with --kv-cache int8), peak memory;\n"
 "qc-*: simulated cycles, latency and tokens/s per token at the configured clock, saturated\n"
 "fixed-point stores per program and position, the vendor's per-run table of each program).\n"
 "exit status: 0 success, 1 bad input (one line naming the file or the id), 2 usage error\n";
@@ -220,6 +221,9 @@ static void report(Llm *l, const SimTotals *sim, bool sim_on, const LlmReport *r
 	if (r0->nsteps)
 		fprintf(stderr, "step time: %.3f ms at p=%d, %.3f ms at p=%d (%d steps, %d reps)\n", first, r0->step_pos0,
 		        last, r0->step_pos0 + r0->nsteps - 1, r0->nsteps, nrep);
+	double kv_bytes = 2.0 * li->layers * li->kv_heads * li->max_seq * li->head_dim * (li->kv_int8 ? 1 : 4);
+	fprintf(stderr, "KV cache: %s, %.0f bytes (%d layers x K,V x [1,%d,%d,%d])\n", li->kv_int8 ? "int8" : "float32",
+	        kv_bytes, li->layers, li->kv_heads, li->max_seq, li->head_dim);
 	fprintf(stderr, "peak memory: %.1f MiB\n", peak_mb);
 	if (!a->json) {
 		if (sim_on)
@@ -247,6 +251,8 @@ static void report(Llm *l, const SimTotals *sim, bool sim_on, const LlmReport *r
 	cJSON_AddBoolToObject(rep, "argmax_on_device", li->argmax_on_device);
 	cJSON_AddNumberToObject(rep, "prefill_runs", r0->prefill_runs);
 	cJSON_AddNumberToObject(rep, "peak_memory_mib", round(peak_mb * 10) / 10);
+	cJSON_AddStringToObject(rep, "kv_cache", li->kv_int8 ? "int8" : "float32");
+	cJSON_AddNumberToObject(rep, "kv_cache_bytes", kv_bytes);
 	cJSON_AddNumberToObject(rep, "step_pos0", r0->step_pos0);
 	cJSON *steps = cJSON_AddArrayToObject(rep, "step_ms");
 	for (int i = 0; i < r0->nsteps; i++)
