@@ -44,7 +44,8 @@ static const char usage_generate[] =
 "With --model, the pipeline is compiled on first use into a cache keyed by the sha256 of\n"
 "LLM_DIR's files, the target and the compile options ($WLOWER_CACHE, else\n"
 "$XDG_CACHE_HOME/wlower, else ~/.cache/wlower) and reused after. Compile options with\n"
-"--model: --max-seq, --prefill-rows, --argmax-on-device, --cpu (host), --calibrate PROMPTS.txt\n"
+"--model: --max-seq, --prefill-rows, --argmax-on-device, --kv-cache int8 (with --calibrate),\n"
+"--cpu (host), --calibrate PROMPTS.txt\n"
 "[--calibrate-margin M] or --tranges DIR (qc-*, one required), --cores, --ocm,\n"
 "--macs-per-pe, --clock, --ext-bw (qc-*), as 'wlower --help' describes them.\n"
 "qc-* pipelines run on the bit-exact emulator (one simulator process per program).\n"
@@ -81,7 +82,7 @@ static const char usage_generate[] =
 typedef struct GenArgs {
 	const char *pipeline, *prompt, *json, *dump, *model, *target, *max_seq, *cpu, *prefill_rows;
 	const char *text, *tokenizer;      /* --prompt TEXT, --tokenizer FILE */
-	const char *calibrate, *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw;
+	const char *calibrate, *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw, *kv_cache;
 	long max_new, threads, reps, top_k, seed;
 	double temperature, top_p;
 	bool ignore_eos, stream, argmax;
@@ -95,6 +96,7 @@ static const OptSpec gen_opts[] = {
 	{"--max-seq", NULL, OPT_STRING, O(max_seq)},
 	{"--prefill-rows", NULL, OPT_STRING, O(prefill_rows)},
 	{"--argmax-on-device", NULL, OPT_FLAG, O(argmax)},
+	{"--kv-cache", NULL, OPT_STRING, O(kv_cache)},
 	{"--cpu", NULL, OPT_STRING, O(cpu)},
 	{"--calibrate", NULL, OPT_STRING, O(calibrate)},
 	{"--calibrate-margin", NULL, OPT_STRING, O(margin)},
@@ -272,7 +274,8 @@ static int pass_opts(const GenArgs *a, PassOpt *o)
 	               {"--argmax-on-device", a->argmax ? "" : NULL},
 	               {"--calibrate", a->calibrate}, {"--calibrate-margin", a->margin},
 	               {"--tranges", a->tranges}, {"--cores", a->cores}, {"--ocm", a->ocm},
-	               {"--macs-per-pe", a->macs_per_pe}, {"--clock", a->clock}, {"--ext-bw", a->ext_bw}};
+	               {"--macs-per-pe", a->macs_per_pe}, {"--clock", a->clock}, {"--ext-bw", a->ext_bw},
+	               {"--kv-cache", a->kv_cache}};
 	int n = (int)(sizeof v / sizeof v[0]);
 	memcpy(o, v, sizeof v);
 	return n;
@@ -509,7 +512,7 @@ int cmd_generate(int argc, char **argv)
 	int npo = pass_opts(&a, po);
 	for (int i = 0; a.pipeline && i < npo; i++)
 		if (po[i].value || a.target)
-			return cmd_usage(CMD, "%s", "--target and the compile options (--max-seq, --prefill-rows, --argmax-on-device, --cpu, "
+			return cmd_usage(CMD, "%s", "--target and the compile options (--max-seq, --prefill-rows, --argmax-on-device, --kv-cache, --cpu, "
 			                 "--calibrate, --tranges, hardware) go with --model, not --pipeline");
 	char cached[4096];
 	if (a.model) {

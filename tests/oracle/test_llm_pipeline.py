@@ -54,7 +54,8 @@
    of the 10 presents); `generate --prompt-ids 1 --max-new-tokens 64`: at least the first 8 ids
    equal run.c's (measured: 10, per-tensor scales), and all 64 equal those of the independent
    float64 loop tests/oracle/llama2c_ref.py --kv-int8 with the pipeline's scales (each row used in
-   float by its own position, then stored quantized), on every target; usage errors:
+   float by its own position, then stored quantized), on every target; `generate --model
+   --kv-cache int8 --calibrate` (ref, compiled into the cache) gives the same ids; usage errors:
    no scales, --kv-cache int4, --pipeline whisper.
 Ends with "llm-pipeline: N passed, M failed".
 """
@@ -295,6 +296,14 @@ def kv_int8(W, work, export, want, targets, t):
             ids["oracle"] = [int(x) for x in r.stdout.strip().split(",")] if r.returncode == 0 else r.stderr
         t.check("kv int8 %s: all 64 ids equal llama2c_ref.py's int8-cache loop (same scales)" % target,
                 got == ids["oracle"], "" if got == ids["oracle"] else str(ids["oracle"])[:300])
+    if "ref" in ids:
+        env = dict(os.environ, WLOWER_CACHE=os.path.join(work, "kv8-cache"))
+        shutil.rmtree(env["WLOWER_CACHE"], ignore_errors=True)
+        r = run([W, "generate", "--model", export, "--target", "ref", "--max-seq", "128", "--kv-cache", "int8",
+                 "--calibrate", prompts, "--prompt-ids", "1", "--max-new-tokens", "64"], env=env)
+        ok = r.returncode == 0 and r.stdout.strip() == ",".join(map(str, ids["ref"])) and "KV cache: int8" in r.stderr
+        t.check("kv int8: generate --model --kv-cache int8 --calibrate: the same ids, an int8 cache", ok,
+                "" if ok else (r.stdout.strip()[:100] + " " + r.stderr.strip()[-300:]))
     if len(ids) > 1:
         t.check("kv int8: the same ids on %s" % " and ".join(ids),
                 len(set(tuple(v) if isinstance(v, list) else v for v in ids.values())) == 1)
