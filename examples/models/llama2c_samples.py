@@ -43,14 +43,16 @@ def decode(torch, model, cfg, prompt, T, temperature, seed):
     """Sampled (or greedy) to T ids; the cache (2L tensors [KV, T, hd]) of the whole sequence."""
     L = cfg["layers"]
     g = torch.Generator().manual_seed(seed)
-    ids = list(prompt)
+    ids, past = list(prompt), []
     with torch.no_grad():
-        while True:
-            n = len(ids)
-            out = model(torch.tensor([ids]), torch.ones(1, n, dtype=torch.int64),
-                        torch.arange(n).unsqueeze(0))
-            if n == T:
-                return ids, [out[1 + k][0].numpy() for k in range(2 * L)]
+        for pos in range(T):       # one row a call, with the model's own KV cache
+            out = model(torch.tensor([[ids[pos]]]), torch.ones(1, pos + 1, dtype=torch.int64),
+                        torch.tensor([[pos]]), *past)
+            past = list(out[1:1 + 2 * L])
+            if pos + 1 == T:
+                return ids, [p[0].numpy() for p in past]
+            if pos + 1 < len(ids):
+                continue
             logits = out[0][0, -1]
             if temperature > 0:
                 probs = torch.softmax(logits.double() / temperature, -1)
