@@ -38,6 +38,8 @@ typedef struct FuseOptions {
 	bool fp16_attention;       /* --fp16-attention: attention-adjacent edges float16 */
 	bool static_kv_cache;      /* --static-kv-cache: GQA past read in place, presents = new rows */
 	const char *split_lm_head; /* --split-lm-head body|head (NULL: no split) */
+	const char *kv_cache_ranges; /* --kv-cache int8: the tranges file of the present outputs
+	                              (the cache scales; NULL: the cache stays float) */
 	bool position_input;       /* --position-input: a com.microsoft GroupQueryAttention whose
 	                              positions come from attention_mask reads them from the graph
 	                              input position_ids [B,S] (the LLM pipeline feeds it) */
@@ -109,6 +111,7 @@ int pass_fuse_logmel(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_argmax(Module *m, PassContext *ctx, Diag *d);
 int pass_static_kv_cache(Module *m, PassContext *ctx, Diag *d);
 int pass_split_lm_head(Module *m, PassContext *ctx, Diag *d);
+int pass_kv_cache_int8(Module *m, PassContext *ctx, Diag *d);
 int pass_fp16_attention(Module *m, PassContext *ctx, Diag *d);
 int pass_assign_fracbits(Module *m, PassContext *ctx, Diag *d);
 

@@ -8,6 +8,9 @@
  *     n = ai.wlower.RMSNorm <epsilon> (h, gamma)
  *     logits = ai.wlower.MatMulNBits <...> (n, w, ...)
  *   }
+ * or, an int8 head (wlower quantize --int8, then fuse-qdq-matmul):
+ *     nq = QuantizeLinear (n, s, z)
+ *     logits = ai.wlower.QMatMul (nq, s, z, wq, sw)
  * body →
  *   g (ids, ...) => (hidden_states, present...) {
  *     hidden_states = Add (...)
@@ -20,7 +23,8 @@
  *
  * Matched: the one graph output produced by an ai.wlower.MatMulNBits (one
  * output: no splits) reading an ai.wlower.RMSNorm of a value h that the norm
- * alone reads; or, after fuse-argmax (--append-argmax, the pipeline's
+ * alone reads (or an ai.wlower.QMatMul reading the QuantizeLinear of that
+ * norm, the quantization the norm's only reader: it goes with the head); or, after fuse-argmax (--append-argmax, the pipeline's
  * --argmax-on-device), the token_ids output of an ai.wlower.GreedyArgMax
  * reading such a projection whose logits nothing else reads: the head then
  * keeps the argmax (hidden_states → token_ids). body: h, renamed hidden_states, takes the output's place.
@@ -33,7 +37,7 @@
  * an RMSNorm (a LayerNorm head, a norm output that something else reads too),
  * a head whose output is not a graph output.
  *
- * requires  canonicalize-rmsnorm, fuse-matmul-nbits (the fused head)
+ * requires  canonicalize-rmsnorm, fuse-matmul-nbits or fuse-qdq-matmul (the fused head)
  * maintains topological order, use lists
  * breaks    graph inputs and outputs (as above)
  */
@@ -46,6 +50,21 @@ typedef struct HeadMatch {
 	Node *norm;
 } HeadMatch;
 
+/* v's readers are `keep` and nodes whose outputs nothing reads (the
+ * DequantizeLinear that fuse-qdq-matmul left for dce). */
+static bool only_live_reader(const Value *v, const Node *keep)
+{
+	for (int i = 0; i < v->nusers; i++) {
+		const Node *u = v->users[i].node;
+		if (u == keep)
+			continue;
+		for (int k = 0; k < u->noutputs; k++)
+			if (u->outputs[k] && (u->outputs[k]->nusers || u->outputs[k]->is_output))
+				return false;
+	}
+	return true;
+}
+
 static bool match_head(Graph *g, int slot, HeadMatch *m)
 {
 	Value *lg = g->outputs[slot];
@@ -56,9 +75,16 @@ static bool match_head(Graph *g, int slot, HeadMatch *m)
 			return false;
 		lin = logits->producer;
 	}
-	if (!lin || lin->op != OP_WlMatMulNBits || lin->noutputs != 1 || lin->ninputs < 1 || !lin->inputs[0])
+	if (!lin || (lin->op != OP_WlMatMulNBits && lin->op != OP_WlQMatMul) || lin->noutputs != 1 ||
+	    lin->ninputs < 1 || !lin->inputs[0])
 		return false;
 	Value *nv = lin->inputs[0];
+	if (lin->op == OP_WlQMatMul) {
+		Node *q = nv->producer;
+		if (!q || q->op != OP_QuantizeLinear || !only_live_reader(nv, lin) || nv->is_output || !q->inputs[0])
+			return false;
+		nv = q->inputs[0];
+	}
 	Node *norm = nv->producer;
 	if (!norm || norm->op != OP_WlRMSNorm || nv->nusers != 1 || nv->is_output || !norm->inputs[0])
 		return false;
@@ -122,7 +148,8 @@ int pass_split_lm_head(Module *mod, PassContext *ctx, Diag *d)
 			found++;
 	if (found != 1)
 		return diag_fail(d, "%s: --split-lm-head: %s graph output computed as MatMulNBits (RMSNorm (h)) "
-		                 "(the final norm and LM head, optionally then GreedyArgMax)", ctx->model_path ? ctx->model_path : mod->path,
+		                 "or QMatMul (QuantizeLinear (RMSNorm (h))) (the final norm and LM head, optionally "
+		                 "then GreedyArgMax)", ctx->model_path ? ctx->model_path : mod->path,
 		                 found ? "more than one" : "no");
 	ctx->changed++;
 	if (head)

@@ -55,9 +55,17 @@ static const char usage_main[] =
 "                        them in place and output only the new K/V rows (an LLM step,\n"
 "                        or with --kv-step a Whisper step, against a static cache;\n"
 "                        docs/OPS.md)\n"
+"  --kv-cache int8       with --static-kv-cache: the static caches become int8 graph inputs\n"
+"                        (DequantizeLinear before the attention) and the presents int8\n"
+"                        outputs (QuantizeLinear), one symmetric scale per cache tensor:\n"
+"                        max|x|/127 of the present's range in --kv-cache-ranges FILE\n"
+"                        (tranges); --pipeline llm: the scales from --calibrate PROMPTS.txt\n"
+"                        (any target) or FILE; float (the default) keeps float32\n"
+"  --kv-cache-ranges FILE  the ranges of the present outputs (present.N.key/value)\n"
 "  --split-lm-head body|head\n"
 "                        body: the graph output computed as MatMulNBits(RMSNorm(h)) (the\n"
-"                        final norm and LM head) becomes h, named hidden_states; head: only\n"
+"                        final norm and LM head; int8: QMatMul(QuantizeLinear(RMSNorm(h))))\n"
+"                        becomes h, named hidden_states; head: only\n"
 "                        that norm and projection remain, with input hidden_states\n"
 "  --position-input      a com.microsoft GroupQueryAttention (ONNX Runtime GenAI) whose\n"
 "                        positions come from attention_mask (seqlens_k) reads them from\n"
@@ -92,7 +100,9 @@ static const char usage_main[] =
 "                        reference executor: no CCL kernel for its Reshape/Transpose)\n"
 "  --calibrate PROMPTS.txt  llm, qc-*: ranges from float decoding (ref) from each prompt\n"
 "                        (one a line, comma-separated ids) to max_seq: every tensor at every\n"
-"                        position, the KV cache included; kept as PIPE_DIR/<program>.tranges\n"
+"                        position, the KV cache included; kept as PIPE_DIR/<program>.tranges;\n"
+"                        with --kv-cache int8 (any target) also the cache scales: the new\n"
+"                        K/V rows' ranges as PIPE_DIR/kv_cache.tranges\n"
 "  --calibrate AUDIO     whisper, qc-* (repeatable: one clip each): the float pipeline\n"
 "                        transcribes each clip (greedy, timestamps); every tensor of every\n"
 "                        program at every window and decoding step is recorded\n"
@@ -135,7 +145,7 @@ static int bad_input(const Diag *d)
 }
 
 typedef struct Options {
-	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline;
+	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline, *kv_cache;
 	long cores, macs_per_pe, threads, prefill_rows;
 	double ocm, clock, ext_bw, calibrate_margin;
 	bool argmax_on_device;
@@ -168,6 +178,8 @@ static const OptSpec compile_opts[] = {
 	{"--append-argmax", NULL, OPT_FLAG, O(pipe.fuse.append_argmax)},
 	{"--fp16-attention", NULL, OPT_FLAG, O(pipe.fuse.fp16_attention)},
 	{"--static-kv-cache", NULL, OPT_FLAG, O(pipe.fuse.static_kv_cache)},
+	{"--kv-cache", NULL, OPT_STRING, O(kv_cache)},
+	{"--kv-cache-ranges", NULL, OPT_STRING, O(pipe.fuse.kv_cache_ranges)},
 	{"--split-lm-head", NULL, OPT_STRING, O(pipe.fuse.split_lm_head)},
 	{"--position-input", NULL, OPT_FLAG, O(pipe.fuse.position_input)},
 	{"--dim", NULL, OPT_LIST, O(dims)},
@@ -396,7 +408,8 @@ static int compile_target(Options *o, TargetKind kind)
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = o->target, .out = o->out,
 		                   .to = &to, .pipe = &o->pipe, .calibrate = o->calibrate.v, .ncalibrate = o->calibrate.n, .tranges_dir = o->tranges,
 		                   .calibrate_margin = o->calibrate_margin, .prefill_rows = o->prefill_rows,
-		                   .argmax_on_device = o->argmax_on_device};
+		                   .argmax_on_device = o->argmax_on_device,
+		                   .kv_cache_int8 = o->kv_cache && strcmp(o->kv_cache, "int8") == 0};
 		return cmd_compile_pipeline(&pa);
 	}
 
@@ -486,16 +499,31 @@ static int dispatch(Options *o)
 	if (llm && o->pipe.fuse.append_argmax)
 		return cmd_usage(NULL, "%s", "--append-argmax is for one model; with --pipeline llm, --argmax-on-device puts "
 		                 "the greedy argmax in lm_head");
+	bool kv8 = o->kv_cache && strcmp(o->kv_cache, "int8") == 0;
+	if (o->kv_cache && !kv8 && strcmp(o->kv_cache, "float") != 0)
+		return cmd_usage(NULL, "--kv-cache '%s': expected int8 or float", o->kv_cache);
+	if (o->pipe.fuse.kv_cache_ranges && !kv8)
+		return cmd_usage(NULL, "%s", "--kv-cache-ranges goes with --kv-cache int8");
+	if (kv8 && o->pipeline && !llm)
+		return cmd_usage(NULL, "%s", "--kv-cache int8 is for --pipeline llm (or one model with --static-kv-cache)");
+	if (kv8 && !o->pipeline && (!o->pipe.fuse.static_kv_cache || !o->pipe.fuse.kv_cache_ranges))
+		return cmd_usage(NULL, "%s", "--kv-cache int8 on one model needs --static-kv-cache and --kv-cache-ranges FILE");
+	if (kv8 && llm && !o->calibrate.n && !o->pipe.fuse.kv_cache_ranges)
+		return cmd_usage(NULL, "%s", "--pipeline llm --kv-cache int8 needs the cache scales: --calibrate PROMPTS.txt "
+		                 "or --kv-cache-ranges FILE");
 	if (o->pipeline && o->target && strcmp(o->target, "ref") == 0) {
 		if (first_given(o, chimera_only) || first_given(o, host_only) || !o->out)
 			return cmd_usage(NULL, "%s", "--target ref takes no hardware options and needs -o DIR");
-		if (o->calibrate.n || o->tranges)
-			return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float)");
+		if ((o->calibrate.n && !kv8) || o->tranges)
+			return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float; "
+			                 "--calibrate also gives the --kv-cache int8 scales)");
 		TargetOptions to = {.target_name = "ref", .model_path = o->model, .fuse = o->pipe.fuse,
 		                    .t_start_ms = wl_now_ms()};
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = "ref", .out = o->out, .ref = true,
 		                   .to = &to, .pipe = &o->pipe, .prefill_rows = o->prefill_rows,
-		                   .argmax_on_device = o->argmax_on_device};
+		                   .argmax_on_device = o->argmax_on_device, .kv_cache_int8 = kv8,
+		                   .calibrate = o->calibrate.v, .ncalibrate = o->calibrate.n,
+		                   .calibrate_margin = o->calibrate_margin};
 		return cmd_compile_pipeline(&pa);
 	}
 	if (o->pipeline && !o->target)

@@ -44,7 +44,8 @@ static const char usage_generate[] =
 "With --model, the pipeline is compiled on first use into a cache keyed by the sha256 of\n"
 "LLM_DIR's files, the target and the compile options ($WLOWER_CACHE, else\n"
 "$XDG_CACHE_HOME/wlower, else ~/.cache/wlower) and reused after. Compile options with\n"
-"--model: --max-seq, --prefill-rows, --argmax-on-device, --cpu (host), --calibrate PROMPTS.txt\n"
+"--model: --max-seq, --prefill-rows, --argmax-on-device, --kv-cache int8 (with --calibrate),\n"
+"--cpu (host), --calibrate PROMPTS.txt\n"
 "[--calibrate-margin M] or --tranges DIR (qc-*, one required), --cores, --ocm,\n"
 "--macs-per-pe, --clock, --ext-bw (qc-*), as 'wlower --help' describes them.\n"
 "qc-* pipelines run on the bit-exact emulator (one simulator process per program).\n"
@@ -72,7 +73,8 @@ static const char usage_generate[] =
 "\n"
 "stdout: the generated ids (prompt excluded), comma-separated (with a tokenizer, then their\n"
 "text on a second line); stderr: the report\n"
-"(prompt processing and token generation tokens/s, step time by position, peak memory;\n"
+"(prompt processing and token generation tokens/s, step time by position, KV cache type and\n"
+"bytes (int8 for a pipeline compiled with --kv-cache int8), peak memory;\n"
 "qc-*: simulated cycles, latency and tokens/s per token at the configured clock, saturated\n"
 "fixed-point stores per program and position, the vendor's per-run table of each program).\n"
 "exit status: 0 success, 1 bad input (one line naming the file or the id), 2 usage error\n";
@@ -80,7 +82,7 @@ static const char usage_generate[] =
 typedef struct GenArgs {
 	const char *pipeline, *prompt, *json, *dump, *model, *target, *max_seq, *cpu, *prefill_rows;
 	const char *text, *tokenizer;      /* --prompt TEXT, --tokenizer FILE */
-	const char *calibrate, *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw;
+	const char *calibrate, *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw, *kv_cache;
 	long max_new, threads, reps, top_k, seed;
 	double temperature, top_p;
 	bool ignore_eos, stream, argmax;
@@ -94,6 +96,7 @@ static const OptSpec gen_opts[] = {
 	{"--max-seq", NULL, OPT_STRING, O(max_seq)},
 	{"--prefill-rows", NULL, OPT_STRING, O(prefill_rows)},
 	{"--argmax-on-device", NULL, OPT_FLAG, O(argmax)},
+	{"--kv-cache", NULL, OPT_STRING, O(kv_cache)},
 	{"--cpu", NULL, OPT_STRING, O(cpu)},
 	{"--calibrate", NULL, OPT_STRING, O(calibrate)},
 	{"--calibrate-margin", NULL, OPT_STRING, O(margin)},
@@ -220,6 +223,9 @@ static void report(Llm *l, const SimTotals *sim, bool sim_on, const LlmReport *r
 	if (r0->nsteps)
 		fprintf(stderr, "step time: %.3f ms at p=%d, %.3f ms at p=%d (%d steps, %d reps)\n", first, r0->step_pos0,
 		        last, r0->step_pos0 + r0->nsteps - 1, r0->nsteps, nrep);
+	double kv_bytes = 2.0 * li->layers * li->kv_heads * li->max_seq * li->head_dim * (li->kv_int8 ? 1 : 4);
+	fprintf(stderr, "KV cache: %s, %.0f bytes (%d layers x K,V x [1,%d,%d,%d])\n", li->kv_int8 ? "int8" : "float32",
+	        kv_bytes, li->layers, li->kv_heads, li->max_seq, li->head_dim);
 	fprintf(stderr, "peak memory: %.1f MiB\n", peak_mb);
 	if (!a->json) {
 		if (sim_on)
@@ -247,6 +253,8 @@ static void report(Llm *l, const SimTotals *sim, bool sim_on, const LlmReport *r
 	cJSON_AddBoolToObject(rep, "argmax_on_device", li->argmax_on_device);
 	cJSON_AddNumberToObject(rep, "prefill_runs", r0->prefill_runs);
 	cJSON_AddNumberToObject(rep, "peak_memory_mib", round(peak_mb * 10) / 10);
+	cJSON_AddStringToObject(rep, "kv_cache", li->kv_int8 ? "int8" : "float32");
+	cJSON_AddNumberToObject(rep, "kv_cache_bytes", kv_bytes);
 	cJSON_AddNumberToObject(rep, "step_pos0", r0->step_pos0);
 	cJSON *steps = cJSON_AddArrayToObject(rep, "step_ms");
 	for (int i = 0; i < r0->nsteps; i++)
@@ -266,7 +274,8 @@ static int pass_opts(const GenArgs *a, PassOpt *o)
 	               {"--argmax-on-device", a->argmax ? "" : NULL},
 	               {"--calibrate", a->calibrate}, {"--calibrate-margin", a->margin},
 	               {"--tranges", a->tranges}, {"--cores", a->cores}, {"--ocm", a->ocm},
-	               {"--macs-per-pe", a->macs_per_pe}, {"--clock", a->clock}, {"--ext-bw", a->ext_bw}};
+	               {"--macs-per-pe", a->macs_per_pe}, {"--clock", a->clock}, {"--ext-bw", a->ext_bw},
+	               {"--kv-cache", a->kv_cache}};
 	int n = (int)(sizeof v / sizeof v[0]);
 	memcpy(o, v, sizeof v);
 	return n;
@@ -503,7 +512,7 @@ int cmd_generate(int argc, char **argv)
 	int npo = pass_opts(&a, po);
 	for (int i = 0; a.pipeline && i < npo; i++)
 		if (po[i].value || a.target)
-			return cmd_usage(CMD, "%s", "--target and the compile options (--max-seq, --prefill-rows, --argmax-on-device, --cpu, "
+			return cmd_usage(CMD, "%s", "--target and the compile options (--max-seq, --prefill-rows, --argmax-on-device, --kv-cache, --cpu, "
 			                 "--calibrate, --tranges, hardware) go with --model, not --pipeline");
 	char cached[4096];
 	if (a.model) {

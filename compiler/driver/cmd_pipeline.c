@@ -67,6 +67,8 @@
 #include "targets/target.h"
 #include "tranges/calibrate.h"
 
+#define KV_RANGES "kv_cache.tranges"
+
 typedef struct HfConfig {
 	int64_t layers, heads, kv_heads, hidden, head_dim, vocab, max_pos, bos, eos;
 } HfConfig;
@@ -431,6 +433,17 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 	pipe.fuse.position_input = true;
 	pipe.fuse.split_lm_head = "body";
 	pipe.fuse.append_argmax = false;
+	char kvr[4200];
+	snprintf(kvr, sizeof kvr, "%s/%s", dir, KV_RANGES);
+	pipe.fuse.kv_cache_ranges = pa->kv_cache_int8 ? kvr : NULL;   /* prefill and step, not lm_head */
+	int64_t cache_bytes = 2 * c.layers * c.kv_heads * S * c.head_dim * (pa->kv_cache_int8 ? 1 : 4);
+	cJSON *kvc = cJSON_AddObjectToObject(llm, "kv_cache");
+	cJSON_AddStringToObject(kvc, "dtype", pa->kv_cache_int8 ? "int8" : "float32");
+	cJSON_AddNumberToObject(kvc, "bytes", (double)cache_bytes);
+	if (pa->kv_cache_int8) {
+		cJSON_AddStringToObject(kvc, "scale", "per-tensor symmetric: max|x|/127 of each present's range, zero point 0");
+		cJSON_AddStringToObject(kvc, "ranges", KV_RANGES);
+	}
 	PipelineArgs a = *pa;
 	a.pipe = &pipe;
 	const GenaiIo *io = genai ? &gio : NULL;
@@ -467,6 +480,7 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 	cJSON_AddBoolToObject(llm, "prefill_reads_cache", chunks);
 	cJSON_AddBoolToObject(llm, "argmax_on_device", pa->argmax_on_device);
 	pipe.fuse.split_lm_head = "head";
+	pipe.fuse.kv_cache_ranges = NULL;
 	pipe.fuse.append_argmax = pa->argmax_on_device;   /* fuse-argmax before the split: the head keeps it */
 	DimBinding dims[4] = {{"batch_size", 1}, {"sequence_length", 1}, {"past_sequence_length", S},
 	                      {"total_sequence_length", S + 1}};
@@ -494,6 +508,8 @@ static int build_pipeline(const PipelineArgs *pa, const char *dir, double t0, Di
 		if (rc == WL_OK && cJSON_IsString(tr))
 			rc = files_add_entry(files, dir, tr->valuestring, d);
 	}
+	if (rc == WL_OK && pa->kv_cache_int8)
+		rc = files_add_entry(files, dir, KV_RANGES, d);
 	cJSON_AddNumberToObject(root, "compile_ms", (double)(long)(wl_now_ms() - t0));
 	char path[4096];
 	snprintf(path, sizeof path, "%s/pipeline.json", dir);
@@ -645,6 +661,43 @@ int calib_programs_write(const PipelineArgs *pa, CalibPrograms *cp, const char *
 
 static const char *const llm_qc_programs[] = {"prefill", "step", "lm_head", NULL};
 
+/* --kv-cache int8 --calibrate: the ranges of the present outputs (the new
+ * cache rows) of prefill and step, merged, as recorded (no margin: a row
+ * beyond them saturates at +-127 scale, it does not wrap) into
+ * dir/kv_cache.tranges. */
+static int write_kv_ranges(CalibPrograms *cp, const char *dir, const char *what, Diag *d)
+{
+	TRanges *kv = tranges_new("kv_cache", 0);
+	int rc = WL_OK;
+	for (int i = 0; rc == WL_OK && i < cp->n; i++) {
+		if (strcmp(cp->name[i], "lm_head") == 0)
+			continue;
+		CalibReport cr;
+		TRanges *tr = calib_collect(cp->cal[i], program_module(cp->prog[i]), cp->name[i],
+		                            program_stats(cp->prog[i])->runs, 100, &cr);
+		kv->samples += program_stats(cp->prog[i])->runs;
+		for (int k = 0; k < tr->n; k++) {
+			const char *nm = tr->r[k].name;
+			if (strncmp(nm, "present.", 8) != 0)
+				continue;
+			double lo = tr->r[k].min, hi = tr->r[k].max, a, b;
+			if (!isfinite(lo) || !isfinite(hi))
+				rc = diag_fail(d, "%s: program '%s': '%s' is not finite: no int8 cache scale", what, cp->name[i], nm);
+			if (tranges_get(kv, nm, &a, &b)) {
+				lo = fmin(lo, a);
+				hi = fmax(hi, b);
+			}
+			tranges_set(kv, nm, lo, hi);
+		}
+		tranges_free(tr);
+	}
+	char path[4200];
+	snprintf(path, sizeof path, "%s/%s", dir, KV_RANGES);
+	rc = rc ?: tranges_write(path, kv, d);
+	tranges_free(kv);
+	return rc;
+}
+
 /* llm: greedy decoding from every prompt of PROMPTS.txt to max_seq on the
  * ref pipeline in cdir, observed; the ranges into dir. */
 static int llm_calibrate(const PipelineArgs *pa, const char *cdir, const char *dir, Diag *d)
@@ -691,7 +744,10 @@ static int llm_calibrate(const PipelineArgs *pa, const char *cdir, const char *d
 	if (tty)
 		fputc('\n', stderr);
 	free(out);
-	rc = rc ?: calib_programs_write(pa, &cp, dir, llm_qc_programs, file, d);
+	if (rc == WL_OK && !pa->ref && pa->to->kind != TARGET_HOST)
+		rc = calib_programs_write(pa, &cp, dir, llm_qc_programs, file, d);
+	if (rc == WL_OK && pa->kv_cache_int8 && !pa->pipe->fuse.kv_cache_ranges)
+		rc = write_kv_ranges(&cp, dir, file, d);
 	calib_programs_free(&cp);
 	llm_close(l);
 	prompts_free(&ps);
@@ -714,6 +770,10 @@ static int calibrate(const PipelineArgs *pa, const char *dir, Diag *d)
 	ra.ncalibrate = 0;
 	ra.tranges_dir = NULL;
 	ra.argmax_on_device = false;     /* the logits observed: the argmax head's ranges are these */
+	ra.kv_cache_int8 = false;        /* the float cache observed: its ranges give the int8 scales */
+	PipelineOptions fp = *pa->pipe;
+	fp.fuse.kv_cache_ranges = NULL;
+	ra.pipe = &fp;
 	int rc = mkdir_p(cdir, d);
 	rc = rc ?: build_pipeline(&ra, cdir, wl_now_ms(), d);
 	if (rc == WL_OK)
@@ -741,6 +801,19 @@ static int copy_tranges(const PipelineArgs *pa, const char *dir, Diag *d)
 	return WL_OK;
 }
 
+/* --kv-cache-ranges FILE: read (checked) and written as dir/kv_cache.tranges. */
+static int copy_kv_ranges(const char *file, const char *dir, Diag *d)
+{
+	char dst[4200];
+	snprintf(dst, sizeof dst, "%s/%s", dir, KV_RANGES);
+	TRanges *tr;
+	if (tranges_read(file, &tr, d) != WL_OK)
+		return WL_ERR;
+	int rc = tranges_write(dst, tr, d);
+	tranges_free(tr);
+	return rc;
+}
+
 int cmd_compile_pipeline(const PipelineArgs *pa)
 {
 	Diag d = {0};
@@ -754,16 +827,19 @@ int cmd_compile_pipeline(const PipelineArgs *pa)
 		                 whisper ? "AUDIO" : "PROMPTS.txt");
 	if (!whisper && pa->ncalibrate > 1)
 		return cmd_usage(NULL, "--pipeline llm takes one --calibrate PROMPTS.txt (%d given)", pa->ncalibrate);
-	if (!qc && (pa->ncalibrate || pa->tranges_dir))
-		return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float)");
+	if (!qc && ((pa->ncalibrate && !pa->kv_cache_int8) || pa->tranges_dir))
+		return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float; "
+		                 "--calibrate also gives the --kv-cache int8 scales)");
 	double t0 = wl_now_ms();
 	char *tmp = NULL;
 	if (outdir_begin(pa->out, &tmp, &d) != WL_OK)
 		return cmd_error(NULL, &d);
 	int rc = WL_OK;
-	if (pa->ncalibrate)
+	if (pa->kv_cache_int8 && pa->pipe->fuse.kv_cache_ranges)
+		rc = copy_kv_ranges(pa->pipe->fuse.kv_cache_ranges, tmp, &d);
+	if (rc == WL_OK && pa->ncalibrate)
 		rc = calibrate(pa, tmp, &d);
-	else if (pa->tranges_dir)
+	else if (rc == WL_OK && pa->tranges_dir)
 		rc = copy_tranges(pa, tmp, &d);
 	rc = rc ?: build_pipeline(pa, tmp, t0, &d);
 	if (rc == WL_OK)

@@ -56,6 +56,8 @@ typedef struct PipelineArgs {
 	double calibrate_margin;             /* --calibrate-margin M (0: the default, 2) */
 	long prefill_rows;                   /* --prefill-rows (0: default) */
 	bool argmax_on_device;               /* llm: lm_head → token_ids (GreedyArgMax), not logits */
+	bool kv_cache_int8;                  /* llm: --kv-cache int8 (scales from --calibrate or
+	                                        pipe->fuse.kv_cache_ranges) */
 } PipelineArgs;
 int cmd_compile_pipeline(const PipelineArgs *pa);
 /* cmd_pipeline.c: module m (freed here; `model` names it in messages) → the

@@ -27,6 +27,11 @@
  * by step); the logits of its last row choose the first id, and each step
  * after reads the last id chosen. Positions 0..S-1 fit.
  *
+ * With llm.kv_cache.dtype "int8" (--kv-cache int8) the caches are int8
+ * (a quarter of the float bytes): the programs dequantize the past inputs
+ * and quantize the presents themselves (passes/kv_cache_int8.c), and the
+ * rows are copied as they are.
+ *
  * When decoder_with_past was traced at one token without the causal part of
  * its mask, the prefill is decoder_model instead (llm.prefill_reads_cache
  * false): no past inputs, attention_mask [1,N]; it then takes only the first
@@ -49,7 +54,7 @@ struct Llm {
 	char *target;
 	Rows step, prefill;
 	Program *head;             /* lm_head */
-	RTensor *cache;            /* 2·layers: [1,KV,S,hd] float32, key then value */
+	RTensor *cache;            /* 2·layers: [1,KV,S,hd] float32 (or int8), key then value */
 	RTensor row;               /* view: the hidden state of the last valid row [1,1,D] */
 	char **past_names, **present_names;
 };
@@ -74,7 +79,14 @@ static int read_info(const cJSON *root, const char *file, LlmInfo *li, Diag *d)
 	if (am && !cJSON_IsBool(am))
 		return diag_fail(d, "%s: 'llm.argmax_on_device' is not true or false", file);
 	*li = (LlmInfo){(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], v[5], v[6], NULL, (int)v[7], (int)v[8],
-	                cJSON_IsTrue(am)};
+	                cJSON_IsTrue(am), false};
+	const cJSON *kv = cJSON_GetObjectItemCaseSensitive(o, "kv_cache");
+	if (kv) {
+		const cJSON *dt = cJSON_GetObjectItemCaseSensitive(kv, "dtype");
+		if (!cJSON_IsString(dt) || (strcmp(dt->valuestring, "int8") && strcmp(dt->valuestring, "float32")))
+			return diag_fail(d, "%s: 'llm.kv_cache.dtype' is not \"int8\" or \"float32\"", file);
+		li->kv_int8 = strcmp(dt->valuestring, "int8") == 0;
+	}
 	return WL_OK;
 }
 
@@ -140,7 +152,7 @@ static void alloc_state(Llm *l, bool chunks)
 	if (!l->cache || !l->past_names || !l->present_names)
 		wl_die(__FILE__, __LINE__, "out of memory");
 	for (int i = 0; i < n; i++) {
-		rt_alloc(&l->cache[i], DT_FLOAT, 4, cd);
+		rt_alloc(&l->cache[i], li->kv_int8 ? DT_INT8 : DT_FLOAT, 4, cd);
 		const char *kv = i % 2 ? "value" : "key";
 		l->past_names[i] = fmt_name("past_key_values.%d.%s", i / 2, kv);
 		l->present_names[i] = fmt_name("present.%d.%s", i / 2, kv);
@@ -271,18 +283,19 @@ static int run_rows(Llm *l, Rows *r, const int64_t *tok, int n, int c, const RTe
 	v->data = (float *)hs->data + (int64_t)(n - 1) * li->hidden;
 	v->nbytes = (size_t)li->hidden * sizeof(float);
 	int64_t hd = li->head_dim;
+	size_t es = li->kv_int8 ? 1 : sizeof(float);
 	for (int i = 0; i < 2 * li->layers; i++) {
 		const RTensor *pr = program_output(r->prog, l->present_names[i], d);
 		if (!pr)
 			return WL_ERR;
-		if (pr->dtype != DT_FLOAT || pr->ndim != 4 || pr->dims[1] != li->kv_heads || pr->dims[2] != T ||
-		    pr->dims[3] != hd)
-			return diag_fail(d, "'%s' is not float32[1,%d,%d,%lld]", l->present_names[i], li->kv_heads, T,
-			                 (long long)hd);
-		const float *src = pr->data;
-		float *dst = l->cache[i].data;
+		if (pr->dtype != (li->kv_int8 ? DT_INT8 : DT_FLOAT) || pr->ndim != 4 || pr->dims[1] != li->kv_heads ||
+		    pr->dims[2] != T || pr->dims[3] != hd)
+			return diag_fail(d, "'%s' is not %s[1,%d,%d,%lld] (llm.kv_cache)", l->present_names[i],
+			                 li->kv_int8 ? "int8" : "float32", li->kv_heads, T, (long long)hd);
+		const char *src = pr->data;
+		char *dst = l->cache[i].data;
 		for (int h = 0; h < li->kv_heads; h++)
-			memcpy(dst + ((int64_t)h * S + c) * hd, src + (int64_t)h * T * hd, (size_t)(n * hd) * sizeof(float));
+			memcpy(dst + ((int64_t)h * S + c) * hd * es, src + (int64_t)h * T * hd * es, (size_t)(n * hd) * es);
 	}
 	if (program_bind(l->head, "hidden_states", v, d) != WL_OK || program_run(l->head, d) != WL_OK)
 		return WL_ERR;

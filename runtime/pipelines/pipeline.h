@@ -24,7 +24,8 @@
  *   "format": "wlower-pipeline", "version": 1, "kind": "llm", "target": "host",
  *   "wlower_version": "...", "model": {"dir": "...", "config": {...}},
  *   "llm": {"layers": L, "kv_heads": KV, "head_dim": hd, "vocab": V, "max_seq": S,
- *           "bos": 1, "eos": 2, "prefill_rows": N},
+ *           "bos": 1, "eos": 2, "prefill_rows": N,
+ *           "kv_cache": {"dtype": "float32" | "int8", "bytes": B, ...}},
  *   "programs": [{"name": "prefill" | "step", "dir": "prefill" | "step",
  *                 "runner": "ref" | "host" | "qc", "inputs": [IO...], "outputs": [IO...],
  *                 "op_counts": {...}}, ...],
@@ -110,6 +111,7 @@ typedef struct LlmInfo {
 	int prefill_rows;          /* N: prompt rows per prefill run */
 	int hidden;                /* D: hidden_states width */
 	bool argmax_on_device;     /* lm_head outputs token_ids (the greedy id), not logits */
+	bool kv_int8;              /* llm.kv_cache.dtype "int8": the caches (past in, present out) are int8 */
 } LlmInfo;
 /* Opens PIPE_DIR (pipeline_read with kind "llm", then the step, prefill and lm_head programs). */
 int llm_open(const char *dir, int threads, Llm **out, Diag *d);

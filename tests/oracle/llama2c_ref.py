@@ -5,11 +5,14 @@ pipeline tests. It shares no code with wlower or with examples/models/llama2c.py
 checkpoint itself and keeps llama2.c's own conventions (interleaved RoPE pairs (2i, 2i+1) within a
 head, W as [out, in] row-major, RMSNorm eps 1e-5, shared classifier when vocab_size > 0).
 
-  llama2c_ref.py CHECKPOINT.bin --prompt-ids 1 --steps 64 [--json]
+  llama2c_ref.py CHECKPOINT.bin --prompt-ids 1 --steps 64 [--json] [--kv-int8 RANGES]
 
 Prints the greedy ids generated after the prompt (prompt excluded), comma-separated. Like run.c
 at temperature 0, the next token is the argmax of the logits; unlike run.c it does not stop at
 BOS (id 1): --steps ids are always produced (a BOS among them is reported on stderr).
+--kv-int8 RANGES keeps the cache the way `--kv-cache int8` pipelines do (wlower's convention, not
+run.c's): a row's K and V are used in float by the position that computes them, then stored as
+round(x / s) clamped to [-128, 127] times s, s = max|range| / 127 per layer and K/V.
 """
 
 import argparse
@@ -67,7 +70,7 @@ def rmsnorm(x, g):
     return g * (x / np.sqrt(ss))
 
 
-def forward(m, token, pos, kcache, vcache):
+def forward(m, token, pos, kcache, vcache, kv_scales=None):
     dim, hs, nh, nkv = m["dim"], m["head_size"], m["heads"], m["kv_heads"]
     kv_mul = nh // nkv
     kv_dim = nkv * hs
@@ -98,6 +101,9 @@ def forward(m, token, pos, kcache, vcache):
             att = np.exp(att - att.max())
             att /= att.sum()
             out[h * hs:(h + 1) * hs] = att @ vh
+        if kv_scales:   # an int8 cache: later positions read this row quantized (this one read it float)
+            for c, s in zip((kcache, vcache), kv_scales[l]):
+                c[l, pos] = np.clip(np.rint(c[l, pos] / s), -128, 127) * s
         x = x + m["wo"][l] @ out
         xb = rmsnorm(x, m["rms_ffn"][l])
         h1 = m["w1"][l] @ xb
@@ -108,7 +114,7 @@ def forward(m, token, pos, kcache, vcache):
     return m["wcls"] @ x
 
 
-def generate(m, prompt, steps):
+def generate(m, prompt, steps, kv_scales=None):
     L, S, kvd = m["layers"], m["seq_len"], m["kv_heads"] * m["head_size"]
     if len(prompt) + steps > S:
         sys.exit(f"prompt + steps = {len(prompt) + steps} > seq_len {S}")
@@ -117,7 +123,7 @@ def generate(m, prompt, steps):
     out, gaps = [], []
     token = prompt[0]
     for pos in range(len(prompt) + steps - 1):
-        logits = forward(m, token, pos, kc, vc)
+        logits = forward(m, token, pos, kc, vc, kv_scales)
         if pos + 1 < len(prompt):
             token = prompt[pos + 1]
             continue
@@ -134,10 +140,18 @@ def main():
     ap.add_argument("--prompt-ids", default="1")
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--json", action="store_true", help="print ids and the top-1/top-2 logit gaps as JSON")
+    ap.add_argument("--kv-int8", metavar="RANGES", help="keep the KV cache in int8, one symmetric scale per layer "
+                    "and K/V: max|x|/127 of present.N.key/value in RANGES (a wlower tranges file, e.g. a "
+                    "--kv-cache int8 pipeline's kv_cache.tranges); each row is quantized once computed")
     a = ap.parse_args()
     m = read_checkpoint(a.checkpoint)
     prompt = [int(t) for t in a.prompt_ids.split(",")]
-    ids, gaps = generate(m, prompt, a.steps)
+    scales = None
+    if a.kv_int8:
+        t = json.load(open(a.kv_int8))["tensors"]
+        scales = [[max(abs(t["present.%d.%s" % (l, kv)]["min"]), abs(t["present.%d.%s" % (l, kv)]["max"])) / 127
+                   for kv in ("key", "value")] for l in range(m["layers"])]
+    ids, gaps = generate(m, prompt, a.steps, scales)
     if 1 in ids:
         print(f"note: BOS (1) generated at step {ids.index(1)}; run.c would stop there", file=sys.stderr)
     if a.json:
