@@ -51,7 +51,8 @@ static const char usage_transcribe[] =
 "  --beam-size N         at temperature 0, beam search over N hypotheses (default 1: greedy;\n"
 "                        whisper-cli and openai-whisper use 5), as openai-whisper's\n"
 "                        BeamSearchDecoder; each hypothesis has its own cache (a fork copies\n"
-"                        the parent's filled rows; the report counts them)\n"
+"                        the parent's rows after the ids the free cache already shares with\n"
+"                        it; the report counts them)\n"
 "  --patience P          beam search ends once round(N * P) hypotheses finished (default 1)\n"
 "  --length-penalty A    rank finished hypotheses by sum log-prob / ((5 + length) / 6)^A\n"
 "                        (default: sum log-prob / length, as openai-whisper)\n"
@@ -305,6 +306,7 @@ static cJSON *report_json(const WhisperInfo *wi, const WhisperReport *r, double 
 		cJSON_AddNumberToObject(o, "beam_forks", r->forks);
 		cJSON_AddNumberToObject(o, "beam_fork_mb", round(r->fork_mb * 1000) / 1000);
 		cJSON_AddNumberToObject(o, "beam_fork_ms", round(r->fork_ms * 1000) / 1000);
+		cJSON_AddNumberToObject(o, "beam_fork_prefix_mb", round(r->fork_prefix_mb * 1000) / 1000);
 	}
 	return o;
 }
@@ -321,8 +323,9 @@ static void print_report(const WhisperInfo *wi, const WhisperReport *r, double w
 	fprintf(stderr, "tokens: %d prompt, %d sampled; %.1f tokens/s\n", r->prompt_tokens, r->sampled_tokens,
 	        r->step_ms + r->prompt_ms > 0 ? 1e3 * (r->sampled_tokens + r->prompt_tokens) / (r->step_ms + r->prompt_ms) : 0);
 	if (r->beam_steps)
-		fprintf(stderr, "beam search: %d hypothesis steps (%.2f ms each), %d cache forks copying %.1f MB in %.1f ms\n",
-		        r->beam_steps, r->step_ms / r->beam_steps, r->forks, r->fork_mb, r->fork_ms);
+		fprintf(stderr, "beam search: %d hypothesis steps (%.2f ms each), %d cache forks copying %.1f MB in %.1f ms "
+		        "(the rows after the ids the free slot shares with the parent; whole prefixes: %.1f MB)\n",
+		        r->beam_steps, r->step_ms / r->beam_steps, r->forks, r->fork_mb, r->fork_ms, r->fork_prefix_mb);
 }
 
 /* qc-*: the simulated device's report (sim_report.c): one window costs a

@@ -382,9 +382,12 @@ def beam_case(W, t, work, export, pipe, target, clip, extra=(), tag="", must_end
     want = [int(x) for x in r.stdout.strip().split(",") if x]
     ended = re.search(r"(\d+) finished by <\|endoftext\|>", r.stderr)
     ended = int(ended.group(1)) if ended else -1
-    t.check(label + ": ids equal the ONNX Runtime beam search (%d ids, %d hypothesis steps, %d forks, %d finished "
-            "by <|endoftext|>)" % (len(want), rep.get("beam_steps", 0), rep.get("beam_forks", 0), ended),
+    t.check(label + ": ids equal the ONNX Runtime beam search (%d ids, %d hypothesis steps, %d forks copying %s of "
+            "%s MB, %d finished by <|endoftext|>)" % (len(want), rep.get("beam_steps", 0), rep.get("beam_forks", 0),
+                                                      rep.get("beam_fork_mb"), rep.get("beam_fork_prefix_mb"), ended),
             got == want and len(want) > 0 and rep.get("beam_steps", 0) > len(want) and rep.get("beam_forks", 0) > 0 and
+            # cheap forks: only the rows after the prefix the free slot shares with the parent are copied
+            0 < rep.get("beam_fork_mb", 0) < 0.6 * rep.get("beam_fork_prefix_mb", 0) and
             (ended > 0 if must_end else ended >= 0), "" if got == want else "got %s want %s" % (got, want))
     return got
 
