@@ -8,7 +8,7 @@
 # 1. examples/models/whisper.py --size tiny --layout optimum (seeded weights: greedy decoding of
 #    a seeded decoder does not end early, so every window decodes --max-tokens tokens).
 # 2. `--pipeline whisper --target qc-p --cores 4 --ocm 32MB --calibrate` on the LibriSpeech clip
-#    (not the transcribed one): mel, encoder and step on Chimera, cross_kv on ref.
+#    (not the transcribed one): every program (mel, encoder, cross_kv, step) on Chimera.
 # 3. `wlower transcribe jfk.wav --max-tokens 32 -o out.json`: the simulated report (cycles per
 #    program, per window, per token, RTF = simulated seconds / audio seconds at the clock), then
 #    the window-0 ids and per-step logits against ONNX Runtime's loop (tests/oracle/ort_whisper.js)

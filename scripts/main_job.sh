@@ -8,8 +8,8 @@
 #      the bundled clips' transcripts; minutes the first time, reused after; no weights are
 #      downloaded or committed);
 #   2. `wlower MODEL --pipeline whisper --target qc-p --cores 4 --ocm 32MB --fp16-attention
-#      --calibrate LibriSpeech clip`: the programs mel, encoder and step compiled for Chimera
-#      (cross_kv on the reference executor), ranges from the float pipeline on another clip;
+#      --calibrate LibriSpeech clip`: the programs mel, encoder, cross_kv and step compiled for
+#      Chimera, ranges from the float pipeline on another clip;
 #   3. `wlower transcribe CLIP` on the bit-exact emulator: the text with timestamps, the
 #      simulated report (cycles per program, per window and per token, the simulated real-time
 #      factor at 1.7 GHz, saturated stores, the vendor's per-run tables);

@@ -56,4 +56,13 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d);
 bool host_op_supported(Op op);
 bool chimera_op_supported(Op op);
 
+/* Transpose as both targets run it: the output walked in order over at
+ * most 4 dims o[0..3] (size-1 dims dropped, output dims that stay adjacent
+ * in the input merged, padded in front with 1), reading input element
+ * sum(i_k * s[k]) (s in elements). Reshape needs no plan (a copy).
+ * WL_ERR + Diag naming the node when the shape is not static, perm is not a
+ * permutation of the input's rank, or more than 4 dims remain. */
+typedef struct TransposePlan { int64_t o[4], s[4]; } TransposePlan;
+int target_transpose_plan(const char *model, const Node *n, TransposePlan *p, Diag *d);
+
 #endif

@@ -12,9 +12,11 @@
  *   cross_kv  decoder_model.onnx at batch 1, one token, with only its
  *             present.N.encoder.{key,value} [1, H, C, hd] outputs kept (dce
  *             drops the rest): every layer's cross-attention K and V, once per
- *             window. Always run by the reference executor: what is left is
- *             MatMul/Reshape/Transpose, which the host target has no kernels
- *             for (it compiles fused graphs).
+ *             window. After fuse-qkv one MatMulNBits computes every layer's
+ *             K and V ([1, C, d] each); a Reshape to [1, C, H, hd] and a
+ *             Transpose to [1, H, C, hd] per output are left, compiled for
+ *             the target like the other programs (host: a copy and a
+ *             row-memcpy transpose; Chimera: ccl::copy and ccl::transpose).
  *   step      decoder_with_past_model.onnx at batch 1, one token, past
  *             S-1 rows (S = --max-seq, default max_target_positions, 448),
  *             with --kv-step: inputs input_ids [1,1], position_ids [1],
@@ -29,16 +31,15 @@
  * final norm and LM head are in step (no lm_head program), and the greedy
  * choice is made by the runtime after the timestamp rules.
  *
- * qc-n|qc-p|qc-u: mel, encoder and step compiled for Chimera with the ranges
+ * qc-n|qc-p|qc-u: mel, encoder, cross_kv and step compiled for Chimera with the ranges
  * of --calibrate AUDIO (repeatable; whisper_calibrate: the float pipeline
  * transcribes each clip, greedy with timestamps, up to text_ctx/2 tokens per
  * window, every tensor of every program observed at every window and step)
  * or --tranges DIR. The step's length mask stays a mask: kv-step-mask makes
  * it GroupQueryAttention's int64 attention_mask input (a key with mask 0
  * gets weight exactly 0 inside the kernel), so no -inf reaches a range.
- * cross_kv stays on the reference executor (its Reshape/Transpose have no
- * CCL kernel; it runs once per window); pipeline.json says so in
- * "whisper"."notes".
+ * cross_kv is compiled for the same target with its own ranges (the
+ * calibration observes it once per window), so every program is simulated.
  *
  * pipeline.json "whisper": the dims, the special token ids of Whisper's
  * multilingual vocabulary (by position from the vocab size: 51865 for
@@ -196,22 +197,16 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 	for (int i = 0; i < 9; i++)
 		cJSON_AddNumberToObject(w, keys[i], (double)vals[i]);
 	add_tokens(w, c.vocab);
-	if (!pa->ref && pa->to->kind != TARGET_HOST)
-		cJSON_AddStringToObject(cJSON_AddObjectToObject(w, "notes"), "cross_kv",
-		                        "runner ref: its Reshape/Transpose have no CCL kernel; it runs once per window, "
-		                        "not simulated (not in the simulated cycles)");
 	add_contract(root, &c, S);
 	cJSON *programs = cJSON_AddArrayToObject(root, "programs");
 	PipelineOptions base = *pa->pipe, mel = base, stp = base;
 	mel.fuse.prepend_logmel = true;
 	stp.canon.kv_step = true;
 	stp.fuse.static_kv_cache = true;
-	PipelineArgs amel = *pa, abase = *pa, astep = *pa, aref = *pa;
+	PipelineArgs amel = *pa, abase = *pa, astep = *pa;
 	amel.pipe = &mel;
 	abase.pipe = &base;
 	astep.pipe = &stp;
-	aref.pipe = &base;
-	aref.ref = true;
 	DimBinding enc_dims[] = {{"batch_size", 1}, {"encoder_sequence_length", c.ctx}};
 	DimBinding kv_dims[] = {{"batch_size", 1}, {"decoder_sequence_length", 1}, {"encoder_sequence_length", c.ctx},
 	                        {"encoder_sequence_length_out", c.ctx}};
@@ -225,7 +220,7 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 	    pipeline_compile_module(&abase, m, enc, enc_dims, 2, "encoder", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
 	if (cross_kv_module(dec, &c, &m, d) != WL_OK ||
-	    pipeline_compile_module(&aref, m, dec, kv_dims, 4, "cross_kv", dir, false, programs, d) != WL_OK)
+	    pipeline_compile_module(&abase, m, dec, kv_dims, 4, "cross_kv", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
 	if (model_read(step, &m, d) != WL_OK ||
 	    pipeline_compile_module(&astep, m, step, step_dims, 4, "step", dir, false, programs, d) != WL_OK)
@@ -242,7 +237,7 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 	return WL_OK;
 }
 
-const char *const whisper_qc_programs[] = {"mel", "encoder", "step", NULL};
+const char *const whisper_qc_programs[] = {"mel", "encoder", "cross_kv", "step", NULL};
 
 int whisper_calibrate(const PipelineArgs *pa, const char *cdir, const char *dir, Diag *d)
 {

@@ -233,6 +233,7 @@ typedef struct WhisperReport {
 	int windows, prompt_tokens, sampled_tokens, steps;
 	int beam_steps, forks;             /* beam search: hypothesis step runs, cache rows forked */
 	double fork_ms, fork_mb;           /* time and megabytes of those cache copies */
+	double fork_prefix_mb;             /* what they would copy with the whole prefix [0, p) each */
 } WhisperReport;
 
 /* Per decoding step: the logits that chose token `id` (a view), the window

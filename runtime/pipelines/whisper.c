@@ -465,9 +465,13 @@ typedef struct Decoded {
  * KV caches: the step program is batch 1 against one static cache, so each
  * live hypothesis owns a cache set (slot). After a step the hypotheses that
  * continue a distinct parent keep the parent's slot; every further child of
- * the same parent (a fork) gets a free slot and a copy of the parent's
- * filled rows [0, p) — 2·layers·heads·p·head_dim floats. The report counts
- * forks and their bytes and time (WhisperReport fork_*).
+ * the same parent (a fork) gets a free slot and the parent's filled rows
+ * [0, p). Row t of a cache depends only on the tokens at positions <= t, so
+ * a slot keeps the ids its rows were computed from (slot_tok), and a fork
+ * copies only the rows after the common prefix of the free slot's ids and
+ * the parent's: hypotheses share all but their last few tokens, so a fork
+ * copies a few rows (2·layers·heads·head_dim floats each) instead of p.
+ * The report counts forks and the bytes and time they take (fork_*).
  */
 typedef struct BeamCand {
 	double score;
@@ -547,7 +551,12 @@ static int decode_beam(Whisper *w, const WhisperOptions *o, const int64_t *promp
 	int64_t *toks = malloc((size_t)nhyp * S * sizeof *toks), top[65];
 	BeamHyp *cur = calloc((size_t)nhyp, sizeof *cur), *nxt = cur + N, *fin = cur + 2 * N;
 	BeamCand *cand = malloc((size_t)N * K * sizeof *cand);
-	if (!toks || !cur || !cand)
+	/* per slot: the sampled ids its rows [np, np + slot_n) were computed from;
+	 * slot_np: it holds the prompt rows [0, np) (slot 0 after the prompt) */
+	int64_t *slot_tok = malloc((size_t)N * S * sizeof *slot_tok);
+	int slot_n[64] = {0};
+	bool slot_np[64] = {true};
+	if (!toks || !cur || !cand || !slot_tok)
 		wl_die(__FILE__, __LINE__, "out of memory");
 	for (int h = 0; h < nhyp; h++)
 		cur[h].tok = toks + (size_t)h * S;
@@ -622,21 +631,30 @@ static int decode_beam(Whisper *w, const WhisperOptions *o, const int64_t *promp
 			taken[s] = true;
 			int k = fork[f];
 			cur[k].slot = s;
+			/* rows [0, r0) of slot s already equal the parent's */
+			int c = 0;
+			while (slot_np[s] && c < slot_n[s] && c < i && slot_tok[(size_t)s * S + c] == cur[k].tok[c])
+				c++;
+			int r0 = slot_np[s] ? np + c : 0;
 			RTensor *from = slot_cache(w, parent_slot[k]), *to = slot_cache(w, s);
 			for (int l = 0; l < L2; l++)
 				for (int h = 0; h < wi->heads; h++) {
-					size_t off = (size_t)h * (S - 1) * wi->head_dim;
+					size_t off = ((size_t)h * (S - 1) + (size_t)r0) * wi->head_dim;
 					memcpy((float *)to[l].data + off, (const float *)from[l].data + off,
-					       (size_t)p * wi->head_dim * sizeof(float));
+					       (size_t)(p - r0) * wi->head_dim * sizeof(float));
 				}
+			slot_np[s] = true;
 			rep->forks++;
-			rep->fork_mb += (double)L2 * wi->heads * p * wi->head_dim * sizeof(float) / 1e6;
+			rep->fork_mb += (double)L2 * wi->heads * (p - r0) * wi->head_dim * sizeof(float) / 1e6;
+			rep->fork_prefix_mb += (double)L2 * wi->heads * p * wi->head_dim * sizeof(float) / 1e6;
 		}
 		rep->fork_ms += wl_now_ms() - t0;
 		for (int k = 0; k < N && rc == WL_OK; k++) {
 			double t1 = wl_now_ms();
 			if ((rc = step(w, slot_cache(w, cur[k].slot), cur[k].tok[i], p, &lg, d)) != WL_OK)
 				break;
+			memcpy(slot_tok + (size_t)cur[k].slot * S, cur[k].tok, (size_t)(i + 1) * sizeof *slot_tok);
+			slot_n[cur[k].slot] = i + 1;
 			memcpy(w->blogits + (size_t)k * V, lg->data, (size_t)V * sizeof *w->blogits);
 			rep->step_ms += wl_now_ms() - t1;
 			rep->steps++;

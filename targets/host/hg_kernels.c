@@ -25,6 +25,8 @@ static const HgKernel hg_kernels[OP_COUNT_] = {
 	[OP_Sub] = {hg_emit_binary, NULL},
 	[OP_Gather] = {hg_emit_gather, NULL},
 	[OP_LayerNormalization] = {hg_emit_layernorm, NULL},
+	[OP_Reshape] = {hg_emit_unary, NULL},
+	[OP_Transpose] = {hg_emit_transpose, NULL},
 };
 
 bool host_op_supported(Op op)

@@ -252,8 +252,9 @@ int hg_prepare_qmatmul(HostGen *g, Node *n, Diag *d);
 int hg_emit_qmatmul(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 uint64_t hg_scratch_qmatmul(HostGen *g, const Node *n);
 int hg_emit_binary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);   /* Add, Mul */
-int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);    /* Gelu, SiLU, Cast */
+int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);    /* Gelu, SiLU, Cast, Identity, Reshape */
 int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+int hg_emit_transpose(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d); /* any perm, <= 4 merged dims */
 int hg_emit_argmax(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_layernorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_rmsnorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);

@@ -1,6 +1,9 @@
 /* kgen_elementwise.c — host kernels: Add/Sub/Mul with broadcasting, Gelu
  * (erf or tanh form), SiLU, Exp (hg_exp), Cast/Identity (same dtype: copy), Gather along
- * axis 0 (embedding rows), GreedyArgMax.
+ * axis 0 (embedding rows), GreedyArgMax, Reshape (a copy: the bytes do not
+ * move), Transpose (any dtype; the output in rows of the plan's last dim,
+ * targets/target.h target_transpose_plan: a memcpy per row when that dim
+ * is contiguous in the input, else an element loop; rows across the pool).
  *
  * Binary ops: the output is cut into rows of C elements where, for each
  * input, C divides its broadcast period, so inside a row every input is
@@ -285,6 +288,60 @@ int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		hg_if_else(g, &f);
 		vec_loop(g, CH, un_body, &c);
 		hg_if_end(g, &f);
+	}
+	hg_loop_end(g, &l);
+	hg_par_end(g, &p);
+	return WL_OK;
+}
+
+/* ---------------------------------------------------------------- Transpose */
+
+int hg_emit_transpose(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
+{
+	if (n->ninputs != 1 || n->noutputs != 1 || !n->inputs[0] || !n->outputs[0])
+		return diag_fail(d, "%s: node '%s': Transpose needs 1 input and 1 output", hg_model_name(g), n->name);
+	const Value *x = n->inputs[0], *y = n->outputs[0];
+	int64_t dims[8];
+	if (hg_dims(g, n, x, dims, d) < 0 || hg_dims(g, n, y, dims, d) < 0)
+		return WL_ERR;
+	if (x->type.elem != y->type.elem || dtype_nbytes(x->type.elem, 1) == 0 || dtype_nbytes(x->type.elem, 1) > 8)
+		return diag_fail(d, "%s: node '%s': tensor '%s': Transpose on host needs one fixed-size dtype in and out",
+		                 hg_model_name(g), n->name, x->name);
+	TransposePlan tp;
+	if (target_transpose_plan(hg_model_name(g), n, &tp, d) != WL_OK)
+		return WL_ERR;
+	int64_t es = (int64_t)dtype_nbytes(x->type.elem, 1);
+	int64_t R = tp.o[0] * tp.o[1] * tp.o[2], C = tp.o[3];
+	if (R * C == 0)
+		return WL_OK;
+	int64_t per = rows_per_task(R, C);
+	LLVMValueRef caps[2] = {hg_arg(g, fn, 0), hg_arg(g, fn, 1)};
+	HgPar p;
+	hg_par_begin(g, &p, hg_api(g, fn), hg_i64(g, (R + per - 1) / per), caps, 2, "tr");
+	LLVMTypeRef i8 = LLVMInt8TypeInContext(g->ctx), et = LLVMIntTypeInContext(g->ctx, (unsigned)(es * 8));
+	LLVMValueRef r0 = LLVMBuildMul(g->b, p.i0, hg_i64(g, per), "");
+	LLVMValueRef r1 = LLVMBuildMul(g->b, p.i1, hg_i64(g, per), "");
+	r1 = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, r1, hg_i64(g, R), ""), r1, hg_i64(g, R), "");
+	HgLoop l;
+	LLVMValueRef r = hg_loop_begin(g, &l, r0, r1, 1, "r");
+	/* r = (i0·o1 + i1)·o2 + i2 → the input element of the row's start */
+	LLVMValueRef i2 = LLVMBuildURem(g->b, r, hg_i64(g, tp.o[2]), "");
+	LLVMValueRef q = LLVMBuildUDiv(g->b, r, hg_i64(g, tp.o[2]), "");
+	LLVMValueRef i1 = LLVMBuildURem(g->b, q, hg_i64(g, tp.o[1]), "");
+	LLVMValueRef i0 = LLVMBuildUDiv(g->b, q, hg_i64(g, tp.o[1]), "");
+	LLVMValueRef src = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, i0, hg_i64(g, tp.s[0]), ""),
+	                                LLVMBuildAdd(g->b, LLVMBuildMul(g->b, i1, hg_i64(g, tp.s[1]), ""),
+	                                             LLVMBuildMul(g->b, i2, hg_i64(g, tp.s[2]), ""), ""), "");
+	LLVMValueRef dst = LLVMBuildMul(g->b, r, hg_i64(g, C), "");
+	if (tp.s[3] == 1) {
+		LLVMBuildMemCpy(g->b, hg_gep(g, i8, p.cap[1], LLVMBuildMul(g->b, dst, hg_i64(g, es), "")), 1,
+		                hg_gep(g, i8, p.cap[0], LLVMBuildMul(g->b, src, hg_i64(g, es), "")), 1, hg_i64(g, C * es));
+	} else {
+		HgLoop lc;
+		LLVMValueRef c = hg_loop_begin(g, &lc, hg_i64(g, 0), hg_i64(g, C), 1, "c");
+		LLVMValueRef v = hg_load(g, et, p.cap[0], LLVMBuildAdd(g->b, src, LLVMBuildMul(g->b, c, hg_i64(g, tp.s[3]), ""), ""));
+		hg_store(g, v, p.cap[1], LLVMBuildAdd(g->b, dst, c, ""));
+		hg_loop_end(g, &lc);
 	}
 	hg_loop_end(g, &l);
 	hg_par_end(g, &p);

@@ -10,7 +10,9 @@
  *   targets/chimera/ccl/ and run; outputs are compared with the reference
  *   (PSNR with peak = max |ref|, max |err| / peak; ids exactly) and the
  *   kernels' run-time macs/alu counters with the op table's (ops/).
- *   QMatMul (qmatmul_*): int8 input and weights; the output must equal,
+ *   Transpose and Reshape (data movement, same format in and out): the
+ *   output must equal the reference's output stored in its format, bit for
+ *   bit. QMatMul (qmatmul_*): int8 input and weights; the output must equal,
  *   bit for bit, qmm_expect below (the integer arithmetic API.md specifies
  *   for linalg::qMatMul, written here from the graph's constants, not from
  *   the packed blobs) and stay within one int8 step / the PSNR gate of the
@@ -132,6 +134,18 @@ static const Case cases[] = {
 	{"quantize_int8",
 	 HDR "g (float[3,40] x, float s, int8 z) => (int8[3,40] y) {\n  y = QuantizeLinear (x, s, z)\n}\n",
 	 "s:0.02:0.03,z:-10:10", "x:-3:3", 0, 0, 0},
+	/* data movement (cross_kv's Reshape + Transpose): bit-exact, the reference's output in the output's format */
+	{"transpose_heads",
+	 HDR "g (float[1,6,2,4] x) => (float[1,2,6,4] y) {\n  y = Transpose <perm = [0, 2, 1, 3]> (x)\n}\n", "",
+	 "x:-3:3", 0, 0, 0},
+	{"transpose_inner",
+	 HDR "g (float[3,5,7] x) => (float[7,3,5] y) {\n  y = Transpose <perm = [2, 0, 1]> (x)\n}\n", "",
+	 "x:-100:100", 0, 0, 0},
+	{"transpose_default_perm",
+	 HDR "g (float[2,3,1,5,2] x) => (float[2,5,1,3,2] y) {\n  y = Transpose (x)\n}\n", "", "x:-1:1", 0, 0, 0},
+	{"reshape",
+	 HDR "g (float[1,6,8] x) => (float[1,6,2,4] y) <int64[4] sh = {1, 6, 2, 4}> {\n  y = Reshape (x, sh)\n}\n", "",
+	 "x:-5:5", 0, 0, 0},
 	{"logmel",
 	 HDR "g (float[1,3200] waveform, float[16,201] mf) => (float[1,16,20] y) {\n"
 	 "  y = ai.wlower.LogMel <n_fft = 400, hop = 160, n_mels = 16> (waveform, mf)\n}\n",
@@ -598,6 +612,19 @@ int main(int argc, char **argv)
 					free(got);
 					continue;
 				}
+			}
+			if (n->op == OP_Transpose || n->op == OP_Reshape) {
+				/* bit-exact: the input was stored in its format, moved, never rounded again */
+				size_t nb = (size_t)ne * elem_bytes(v);
+				void *want = malloc(nb);
+				quantize(v, (const float *)ref->data, ne, want);
+				int bad = v->frac_bits != n->inputs[0]->frac_bits || memcmp(got, want, nb) != 0;
+				printf("%-24s out%-3d %10s %12s  %s\n", cases[i].name, j, "bit-exact", bad ? "differ" : "0",
+				       bad ? "FAIL" : "ok");
+				ok = ok && !bad;
+				free(want);
+				free(got);
+				continue;
 			}
 			if (ref->dtype == DT_INT32) {
 				int bad = memcmp(got, ref->data, (size_t)ne * 4) != 0;

@@ -3,7 +3,8 @@
 the reference executor: each case is a tiny graph (textual ONNX, weights as
 initializers), run with `wlower run MODEL.onnxtxt` (reference) and compiled
 with `wlower MODEL --target host -o DIR` + `wlower run DIR --threads 2`;
-float outputs must reach PSNR >= 90 dB, integer outputs must be equal.
+float outputs must reach PSNR >= 90 dB, integer outputs must be equal (Reshape and
+Transpose, data movement: every output equal).
 The int8 GEMM (ai.wlower.QMatMul, kgen_qmatmul.c) and the int8 edges
 (QuantizeLinear / DequantizeLinear) must be bit-exact, float and int8 outputs alike, on each path: VNNI 512-bit (native here when the CPU
 has AVX512-VNNI), AVX-VNNI 256-bit (--cpu alderlake, only where the CPU has
@@ -335,6 +336,17 @@ def qdq_axis(name, rng):
     return name, graph(nodes, ins, inits, outs), ins
 
 
+def heads(name, rng):
+    """cross_kv's form: Reshape [1,M,d] -> [1,M,H,hd], Transpose 0,2,1,3 (rows of hd: memcpy);
+    an int64 Transpose whose last axis moves (element loop); exact"""
+    x = rnd(rng, (1, 37, 24))
+    z = rng.integers(-2**40, 2**40, size=(3, 5, 7)).astype(np.int64)
+    g = graph(["r = Reshape (x, sh)", "y = Transpose <perm = [0, 2, 1, 3]> (r)", "t = Transpose <perm = [2, 0, 1]> (z)"],
+              {"x": x, "z": z}, {"sh": np.array([1, 37, 4, 6], dtype=np.int64)},
+              [("y", "float", (1, 4, 37, 6)), ("t", "int64", (7, 3, 5))])
+    return name, g, {"x": x, "z": z}
+
+
 def cases(rng):
     return [
         mm4("mm4_zp_bias", rng),
@@ -365,6 +377,7 @@ def cases(rng):
         gather("gather", rng),
         argmax("argmax", rng),
         io_copies("io_copies", rng),
+        heads("reshape_transpose", rng),
         qdq_tensor("qdq_tensor", rng),
         qdq_axis("qdq_axis", rng),
     ] + qmm_cases(rng)
@@ -398,7 +411,7 @@ def run_case(wlower, work, name, text, feeds, threads, opts=None):
     for f in sorted(f for f in os.listdir(os.path.join(d, "ref")) if f.endswith(".npy")):
         ref = np.load(os.path.join(d, "ref", f))
         got = np.load(os.path.join(d, "out", f))
-        if ref.dtype.kind in "iu" or opts.get("exact") or name.startswith("qdq"):   # QDQ: bit for bit
+        if ref.dtype.kind in "iu" or opts.get("exact") or name.startswith(("qdq", "reshape")):   # bit for bit
             same = ref.shape == got.shape and np.array_equal(ref, got, equal_nan=ref.dtype.kind == "f")
             ok &= same
             msgs.append("%s %s" % (f, "equal" if same else "DIFFERENT (%d of %d)" % (

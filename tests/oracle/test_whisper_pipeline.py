@@ -24,8 +24,8 @@
    --temperature with a seed repeats; --fallback decodes at 0, 0.2, ... 1.0.
    --model EXPORT --target ref compiles into $WLOWER_CACHE once; --prompt's ids are tiktoken's
    (npm tiktoken on the same ranks) and go before window 0's prompt.
-   qc-p x4 32 MB (--qc full): compiled with --calibrate on two other cuts of jfk.wav (mel, encoder,
-   step on Chimera, cross_kv on ref), the same window-0 ids as the ONNX Runtime loop, per-step logits
+   qc-p x4 32 MB (--qc full): compiled with --calibrate on two other cuts of jfk.wav (every
+   program on Chimera, cross_kv's Reshape/Transpose as ccl::copy/ccl::transpose), the same window-0 ids as the ONNX Runtime loop, per-step logits
    >= 40 dB, the simulated report (per window, per token, RTF, saturation, the vendor's tables; json
    report.sim consistent), jfk.wav (several windows) equal to the float pipeline's segments and ids,
    --tranges PIPE giving the same modules, transcribe --model --target qc-p; without --calibrate/--tranges a
@@ -289,12 +289,14 @@ def qc_case(W, t, work, export, clip, pcm, full, ref_pipe):
     progs = {p["name"]: p for p in pj["programs"]}
     files = {f["name"] for f in pj["files"]}
     runners = {k: v["runner"] for k, v in progs.items()}
-    ok = (runners == {"mel": "qc", "encoder": "qc", "cross_kv": "ref", "step": "qc"} and
-          all(progs[n].get("tranges") == n + ".tranges" and n + ".tranges" in files for n in ("mel", "encoder", "step"))
-          and "cross_kv" in pj["whisper"].get("notes", {}) and
+    ok = (runners == {"mel": "qc", "encoder": "qc", "cross_kv": "qc", "step": "qc"} and
+          all(progs[n].get("tranges") == n + ".tranges" and n + ".tranges" in files
+              for n in ("mel", "encoder", "cross_kv", "step"))
+          and "notes" not in pj["whisper"] and
+          progs["cross_kv"]["op_counts"] == {"ai.wlower.MatMulNBits": 1, "Reshape": 4, "Transpose": 4} and
           progs["step"]["op_counts"].get("ai.wlower.GroupQueryAttention") == 2)
-    t.check("qc-p: mel, encoder, step on Chimera with their ranges; cross_kv on ref, said in notes", ok,
-            json.dumps(runners))
+    t.check("qc-p: every program on Chimera with its ranges (cross_kv: one MatMulNBits, Reshape + Transpose "
+            "per K/V)", ok, json.dumps(runners))
     step_tr = tranges_of(os.path.join(pipe, "step.tranges"))
     cache = [k for k in step_tr if k.startswith("past_key_values.") and ".decoder." in k]
     lows = [v["min"] for v in step_tr.values()] if step_tr else [float("-inf")]
@@ -304,21 +306,24 @@ def qc_case(W, t, work, export, clip, pcm, full, ref_pipe):
     if dump is None:
         return
     err = r.stderr
-    fields = ["simulated (qc-p, cost model", "ms per window (mel + encoder)", "ms per token (step)", "tokens/s",
-              "real-time factor", "cross_kv on the reference executor", "program 'mel':", "program 'encoder':",
-              "program 'step':", "program 'cross_kv': 1 runs, not simulated (runner ref)", "module ", "cores  ",
-              "OCM (L2) size          32.00 MB", "MAC utilization", "TotalCycles:"]
-    missing = [f for f in fields if f not in err]
+    fields = ["simulated (qc-p, cost model", "ms per window (mel + encoder + cross_kv)", "ms per token (step)",
+              "tokens/s", "real-time factor", "program 'mel':", "program 'encoder':", "program 'cross_kv':",
+              "program 'step':", "module ", "cores  ", "OCM (L2) size          32.00 MB", "MAC utilization",
+              "TotalCycles:"]
+    missing = [f for f in fields if f not in err] + [f for f in ("not simulated", "reference executor") if f in err]
     nsat = re.findall(r"program '(\w+)': \d+ cycles per run .*saturated fixed-point stores: (\d+)", err)
-    t.check("qc-p report: per window, per token, RTF, saturation per program, the vendor's tables",
-            not missing and len(nsat) == 3 and all(n == "0" for _, n in nsat), "missing %s, %s" % (missing, nsat))
+    t.check("qc-p report: per window, per token, RTF, saturation per program (cross_kv simulated too), the "
+            "vendor's tables", not missing and len(nsat) == 4 and all(n == "0" for _, n in nsat),
+            "missing/unwanted %s, %s" % (missing, nsat))
     rep = json.load(open(os.path.join(work, "out-qc-p.json")))["report"]
     sim = rep.get("sim", {})
     ps = {p["name"]: p for p in sim.get("programs", [])}
     cyc = sum(p.get("cycles_per_run", 0) * p["runs"] for p in ps.values())
     ok = (sorted(ps) == ["cross_kv", "encoder", "mel", "step"] and cyc == sim.get("cycles") and
           ps["step"]["runs"] == rep.get("steps") == rep["prompt_tokens"] + rep["sampled_tokens"] - 1 and
-          ps["mel"]["runs"] == ps["encoder"]["runs"] == rep["windows"])
+          ps["mel"]["runs"] == ps["encoder"]["runs"] == ps["cross_kv"]["runs"] == rep["windows"] and
+          ps["cross_kv"].get("runner") == "qc" and ps["cross_kv"].get("cycles_per_run", 0) > 0 and
+          sim.get("cycles_per_window") == sum(ps[n]["cycles_per_run"] for n in ("mel", "encoder", "cross_kv")))
     ok = ok and abs(sim.get("rtf", 0) - sim["cycles"] / sim["clock_hz"] / rep["audio_s"]) < 1e-9 and \
         sim["rtf"] > 0 and abs(sim["ms_per_token"] - ps["step"]["cycles_per_run"] / sim["clock_hz"] * 1e3) < 1e-9
     t.check("qc-p json report.sim: cycles = sum over programs of runs x cycles, RTF = cycles / clock / audio s",
@@ -329,8 +334,8 @@ def qc_case(W, t, work, export, clip, pcm, full, ref_pipe):
     r = run([W, export] + hw + ["--tranges", pipe, "-o", pipe2], env=env)
     same = r.returncode == 0 and all(
         open(os.path.join(pipe, n, "module.cpp"), "rb").read() == open(os.path.join(pipe2, n, "module.cpp"), "rb").read()
-        for n in ("mel", "encoder", "step"))
-    t.check("qc-p --tranges PIPE: the same mel, encoder and step modules", same, r.stderr.strip()[-300:])
+        for n in ("mel", "encoder", "cross_kv", "step"))
+    t.check("qc-p --tranges PIPE: the same mel, encoder, cross_kv and step modules", same, r.stderr.strip()[-300:])
     # jfk.wav, 11 s: several windows of 2 s (seek by timestamps, previous text as context) on the emulator give
     # the same segments and ids as the float pipeline
     if ref_pipe:
@@ -377,9 +382,12 @@ def beam_case(W, t, work, export, pipe, target, clip, extra=(), tag="", must_end
     want = [int(x) for x in r.stdout.strip().split(",") if x]
     ended = re.search(r"(\d+) finished by <\|endoftext\|>", r.stderr)
     ended = int(ended.group(1)) if ended else -1
-    t.check(label + ": ids equal the ONNX Runtime beam search (%d ids, %d hypothesis steps, %d forks, %d finished "
-            "by <|endoftext|>)" % (len(want), rep.get("beam_steps", 0), rep.get("beam_forks", 0), ended),
+    t.check(label + ": ids equal the ONNX Runtime beam search (%d ids, %d hypothesis steps, %d forks copying %s of "
+            "%s MB, %d finished by <|endoftext|>)" % (len(want), rep.get("beam_steps", 0), rep.get("beam_forks", 0),
+                                                      rep.get("beam_fork_mb"), rep.get("beam_fork_prefix_mb"), ended),
             got == want and len(want) > 0 and rep.get("beam_steps", 0) > len(want) and rep.get("beam_forks", 0) > 0 and
+            # cheap forks: only the rows after the prefix the free slot shares with the parent are copied
+            0 < rep.get("beam_fork_mb", 0) < 0.6 * rep.get("beam_fork_prefix_mb", 0) and
             (ended > 0 if must_end else ended >= 0), "" if got == want else "got %s want %s" % (got, want))
     return got
 
@@ -449,8 +457,9 @@ def main():
               step_in.get("attention_mask") == [1, 448] and step_in.get("position_ids") == [1] and
               step_in.get("past_key_values.1.decoder.key") == [1, 2, 447, 32] and
               step_out.get("present.1.decoder.key") == [1, 2, 1, 32] and     # static cache: new row only
-              pj["whisper"]["tokens"]["timestamp_begin"] == 50364 and "host_contract" in pj)
-        t.check(target + ": pipeline.json (programs, step io, tokens, host contract)", ok,
+              pj["whisper"]["tokens"]["timestamp_begin"] == 50364 and "host_contract" in pj and
+              {v["runner"] for v in progs.values()} == {target})   # cross_kv too: every program native on host
+        t.check(target + ": pipeline.json (programs, step io, tokens, host contract, every runner " + target + ")", ok,
                 "" if ok else json.dumps({k: v["runner"] for k, v in progs.items()}) + " " + json.dumps(step_in) +
                 " " + json.dumps(step_out))
         pipes[target] = pipe

@@ -256,6 +256,21 @@ void copy(Ctx &c, const void *x, void *y)
 	c.alu += (unsigned long long)NEL;
 }
 
+/* Transpose (API.md): y in order over dims O0..O3, reading x at element
+ * i0·S0 + i1·S1 + i2·S2 + i3·S3, converted FX → FY as ccl::copy does. */
+template <int FX, int FY, long long O0, long long O1, long long O2, long long O3, long long S0, long long S1,
+          long long S2, long long S3>
+void transpose(Ctx &c, const void *x, void *y)
+{
+	size_t j = 0;
+	for (long long a = 0; a < O0; a++)
+		for (long long b = 0; b < O1; b++)
+			for (long long e = 0; e < O2; e++)
+				for (long long f = 0; f < O3; f++)
+					cvt<FX, FY>(x, (size_t)(a * S0 + b * S1 + e * S2 + f * S3), y, j++);
+	c.alu += (unsigned long long)(O0 * O1 * O2 * O3);
+}
+
 /* QuantizeLinear with a per-tensor scale (API.md): the requantization from a
  * fixed-point format to int8 (ccl::I8), one multiplier rq = {mult, shift, zp}
  * (int64[3]; r = mult·2^−shift = 2^−QX / scale):

@@ -1,9 +1,10 @@
 /* elementwise.c — one output element per input element (ccl/nn.hpp):
  *   Gelu (ai.onnx and ai.wlower; erf or tanh form) → nn::gelu,
- *   SiLU → nn::silu, Cast/Identity (float to float) → ccl::copy,
+ *   SiLU → nn::silu, Cast/Identity/Reshape (float to float) → ccl::copy,
+ *   Transpose (float; at most 4 dims after merging) → ccl::transpose,
  *   Add, Mul with broadcasting (at most 4 dims after merging) → nn::add, nn::mul;
  *   a constant operand is packed as a blob "table" in its own format.
- * ALU ops: elements·4 (gelu, silu), output elements (copy, add, mul).
+ * ALU ops: elements·4 (gelu, silu), output elements (copy, transpose, add, mul).
  */
 #include <string.h>
 #include "ops.h"
@@ -16,7 +17,7 @@ static bool is_float(const Value *v)
 }
 
 static bool is_gelu(const Node *n) { return n->op == OP_Gelu || n->op == OP_WlGelu; }
-static bool is_copy(const Node *n) { return n->op == OP_Cast || n->op == OP_Identity; }
+static bool is_copy(const Node *n) { return n->op == OP_Cast || n->op == OP_Identity || n->op == OP_Reshape; }
 
 int ck_unary_info(const Node *n, CclKernelInfo *ki, Diag *d)
 {
@@ -45,6 +46,43 @@ int ck_unary_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *f, D
 	fprintf(f, "%s<%lldLL, %s, %s", op->cpp, (long long)numel_of(nin(n, 0)), x, y);
 	if (is_gelu(n))
 		fprintf(f, ", %d", strcmp(attr_string(n, "approximate", "none"), "tanh") == 0);
+	fprintf(f, ">(c, %s, %s);\n", a->in[0], a->out[0]);
+	return WL_OK;
+}
+
+/* ---------------------------------------------------------------- Transpose */
+
+static const char *model_of(const Node *n)
+{
+	return n->graph && n->graph->mod && n->graph->mod->path ? n->graph->mod->path : "module";
+}
+
+int ck_transpose_info(const Node *n, CclKernelInfo *ki, Diag *d)
+{
+	Value *x = nin(n, 0), *y = nout(n, 0);
+	if (ck_need_shape(n, x, d) || ck_need_shape(n, y, d))
+		return WL_ERR;
+	if (x->init)
+		return KFAIL(n, "constant input (should have been folded)");
+	if (!is_float(x) || !is_float(y))
+		return KFAIL(n, "tensor '%s': only float tensors are supported", x->name);
+	TransposePlan tp;
+	if (target_transpose_plan(model_of(n), n, &tp, d))
+		return WL_ERR;
+	ki->alu_ops = (uint64_t)numel_of(y);
+	return WL_OK;
+}
+
+/* ccl::transpose<FX, FY, O0..O3, S0..S3>(c, x, y) */
+int ck_transpose_emit(const ChOp *op, const Node *n, const ChCallArgs *a, FILE *f, Diag *d)
+{
+	char x[24], y[24];
+	TransposePlan tp;
+	if (ck_fo(n, nin(n, 0), d, x) || ck_fo(n, nout(n, 0), d, y) || target_transpose_plan(model_of(n), n, &tp, d))
+		return WL_ERR;
+	fprintf(f, "%s<%s, %s", op->cpp, x, y);
+	for (int i = 0; i < 8; i++)
+		fprintf(f, ", %lldLL", (long long)(i < 4 ? tp.o[i] : tp.s[i - 4]));
 	fprintf(f, ">(c, %s, %s);\n", a->in[0], a->out[0]);
 	return WL_OK;
 }

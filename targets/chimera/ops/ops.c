@@ -28,6 +28,8 @@ const ChOp chimera_ops[OP_COUNT_] = {
 	[OP_WlSiLU]                = {KERNEL("nn::silu", unary),                    CH_TILE_ROWS,      0},
 	[OP_Cast]                  = {KERNEL("ccl::copy", unary),                   CH_TILE_ROWS,      0},
 	[OP_Identity]              = {KERNEL("ccl::copy", unary),                   CH_TILE_ROWS,      0},
+	[OP_Reshape]               = {KERNEL("ccl::copy", unary),                   CH_TILE_ROWS,      0},
+	[OP_Transpose]             = {KERNEL("ccl::transpose", transpose),          CH_TILE_ROWS,      0},
 	/* elementwise.c: binary, broadcasting */
 	[OP_Add]                   = {KERNEL("nn::add", binary),                    CH_TILE_ROWS,      0},
 	[OP_Mul]                   = {KERNEL("nn::mul", binary),                    CH_TILE_ROWS,      0},

@@ -104,7 +104,8 @@ void ck_qmm_multiplier(double r, int64_t *mult, int64_t *shift);
 CK_KERNEL(whisper_attn);   /* attention.c */
 CK_KERNEL(gqa);            /* attention.c */
 CK_KERNEL(norm);           /* norm.c: LayerNormalization, RMSNorm */
-CK_KERNEL(unary);          /* elementwise.c: Gelu, SiLU, Cast, Identity */
+CK_KERNEL(unary);          /* elementwise.c: Gelu, SiLU, Cast, Identity, Reshape */
+CK_KERNEL(transpose);      /* elementwise.c: Transpose */
 CK_KERNEL(binary);         /* elementwise.c: Add, Mul */
 CK_KERNEL(embedding);      /* gather.c: Gather */
 CK_KERNEL(argmax);         /* argmax.c: GreedyArgMax */
