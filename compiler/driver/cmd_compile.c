@@ -73,7 +73,14 @@ static const char usage_main[] =
 "  --kv-step             a one-token decoder step (Whisper decoder_with_past) reads its\n"
 "                        position (input position_ids [1]) and a key mask (input\n"
 "                        attention_mask [1, P+1]) so one static-size cache serves every\n"
-"                        position (passes kv-step-position, kv-step-mask)\n""\n"
+"                        position (passes kv-step-position, kv-step-mask)\n"
+"  --from-prefill step|cross-kv\n"
+"                        MODEL is a static-T Whisper prefill without cache (the vendor's\n"
+"                        decoder_prefill.onnx: input_ids [1,T], encoder_hidden_states):\n"
+"                        step: the one-token step with past K/V inputs [1,H,S-1,hd]\n"
+"                        (S = --max-seq; with --kv-step --static-kv-cache the step of\n"
+"                        --pipeline whisper); cross-kv: only every layer's cross K/V\n"
+"                        (pass prefill-step)\n""\n"
 "pipelines (several programs in one folder, run by 'wlower generate' or 'wlower transcribe'):\n"
 "  --pipeline llm --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR\n"
 "                        MODEL is an LLM folder (an Optimum export, or an ONNX Runtime\n"
@@ -86,7 +93,10 @@ static const char usage_main[] =
 "                        the token id (int32 token_ids) instead of the logits; such a\n"
 "                        pipeline decodes greedily only (no --temperature, --dump-logits)\n"
 "  --pipeline whisper --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR\n"
-"                        MODEL is a Whisper folder (Optimum layout); the programs of\n"
+"                        MODEL is a Whisper folder: Optimum layout (encoder_model,\n"
+"                        decoder_model, decoder_with_past_model .onnx) or the vendor pair\n"
+"                        encoder_model.onnx + decoder_prefill.onnx (static 4-token prefill,\n"
+"                        no cache: step and cross_kv derived, --from-prefill); the programs of\n"
 "                        'wlower transcribe' (mel, encoder, cross_kv, step) into PIPE_DIR\n"
 "                        (qc-*: mel, encoder and step on Chimera, cross_kv on the\n"
 "                        reference executor: no CCL kernel for its Reshape/Transpose)\n"
@@ -175,6 +185,7 @@ static const OptSpec compile_opts[] = {
 	{"--calibrate", NULL, OPT_LIST, O(calibrate)},
 	{"--calibrate-margin", NULL, OPT_REAL, O(calibrate_margin), 1, 16, false, "%s: '%s' is not 1..16"},
 	{"--kv-step", NULL, OPT_FLAG, O(pipe.canon.kv_step)},
+	{"--from-prefill", NULL, OPT_STRING, O(pipe.canon.from_prefill)},
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	{"--prefill-rows", NULL, OPT_INT, O(prefill_rows), 1, 1 << 16, false, "%s: '%s' is not 1..65536"},
 	{"--argmax-on-device", NULL, OPT_FLAG, O(argmax_on_device)},
