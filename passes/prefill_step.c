@@ -214,9 +214,25 @@ static int match_prefill(Module *m, PassContext *ctx, bool step, PrefillMatch *c
 
 /* ---------------------------------------------------------------- rewrite */
 
+/* A new value named exactly `name` (the runtime binds by name): a value
+ * that has it already (say, a dead present of an Optimum decoder_model)
+ * is renamed name_prefill[_N] first. */
+static Value *named_value(Module *m, const char *name)
+{
+	Graph *g = m->graph;
+	Value *old = graph_find_local(g, name);
+	for (int k = 0; old; k++) {
+		char alt[160];
+		snprintf(alt, sizeof alt, k ? "%s_prefill_%d" : "%s_prefill", name, k);
+		if (value_rename(old, alt))
+			break;
+	}
+	return graph_new_value(g, name);
+}
+
 static Value *new_input(Module *m, const char *name, int elem, int rank, const int64_t *dims)
 {
-	Value *v = graph_new_value(m->graph, name);
+	Value *v = named_value(m, name);
 	type_set_tensor(m->arena, &v->type, elem, rank, dims);
 	graph_add_input(m->graph, v);
 	return v;
@@ -224,7 +240,7 @@ static Value *new_input(Module *m, const char *name, int elem, int rank, const i
 
 static Value *new_output(Module *m, const char *name, const int64_t *dims)
 {
-	Value *v = graph_new_value(m->graph, name);
+	Value *v = named_value(m, name);
 	type_set_tensor(m->arena, &v->type, DT_FLOAT, 4, dims);
 	return v;
 }
