@@ -66,7 +66,7 @@ const Pass pass_table[] = {
 	 "Whisper attention cores (self, causal, cross, KV cache) -> ai.wlower.WhisperAttention"},
 	{"prefill-step", pass_prefill_step,
 	 "fuse-whisper-attention, kv-step-position", "graph inputs and outputs, types (T tokens -> 1)", "fuse",
-	 "--from-prefill step|cross-kv: a static-T Whisper prefill -> the one-token step with past K/V, or the cross K/V"},
+	 "--from-prefill step|prefill|cross-kv: a static-T Whisper prefill -> the one-token step with past K/V, the prefill with presents, or the cross K/V"},
 	{"kv-step-mask", pass_kv_step_mask,
 	 "fuse-whisper-attention", "graph inputs (adds attention_mask)", "fuse",
 	 "--kv-step: one-query self-attention with past -> GroupQueryAttention with input attention_mask"},

@@ -28,9 +28,9 @@ typedef struct CanonOptions {
 	bool kv_step;              /* --kv-step: a one-token decoder step takes position_ids and
 	                              attention_mask for a static-size cache (kv-step-position,
 	                              kv-step-mask) */
-	const char *from_prefill;  /* --from-prefill step|cross-kv: a static-T Whisper prefill
-	                              (decoder_prefill.onnx) becomes the one-token step or the
-	                              cross K/V program (prefill-step; with --kv-step,
+	const char *from_prefill;  /* --from-prefill step|prefill|cross-kv: a static-T Whisper
+	                              prefill (decoder_prefill.onnx) becomes the one-token step,
+	                              the prefill with presents or the cross K/V program (prefill-step; with --kv-step,
 	                              kv-step-position takes its positional Slice at [0, T)) */
 } CanonOptions;
 

@@ -1,4 +1,4 @@
-/* prefill_step.c — --from-prefill step|cross-kv: the programs of the KV-cached
+/* prefill_step.c — --from-prefill step|prefill|cross-kv: the programs of the KV-cached
  * Whisper pipeline from the vendor's static-T decoder prefill
  * (decoder_prefill.onnx: input_ids [1,T] and encoder_hidden_states [1,C,D]
  * → logits [1,T,V]; no cache, no presents), once attention is fused.
@@ -34,6 +34,11 @@
  * Every value computed from input_ids or position_ids is typed again at T =
  * 1 (shape inference node by node; fused attention typed here); the cross
  * K/V projections and encoder_hidden_states go.
+ *
+ * --from-prefill prefill → the same T rows with the cache outputs: the
+ * self-attention presents [1,H,T,hd] (present.i.decoder.*) as graph outputs
+ * (WhisperAttention's present outputs, no past), cross K/V read from the
+ * inputs past_key_values.i.encoder.* as in the step; positions as they are.
  *
  * --from-prefill cross-kv → the cross-attention K/V of every layer, split
  * out (what Optimum's decoder_model.onnx gives as present.i.encoder.*):
@@ -267,19 +272,18 @@ static void set_q1(Node *n, int64_t kv_len)
 	node_add_attr(n, "causal", AT_INT)->i = 0;
 }
 
-static int rewrite_step(Module *m, PassContext *ctx, PrefillMatch *c, Diag *d)
+/* Self-attention presents as graph outputs (step: after past inputs of S-1
+ * rows; prefill: the T rows), cross-attention K/V from the inputs that
+ * cross_kv's outputs feed. */
+static void attach_cache(Module *m, PrefillMatch *c, bool step, int64_t S)
 {
 	Graph *g = m->graph;
-	int64_t S = ctx->canon.max_seq, one[2] = {1, 1};
-	int64_t past[4] = {1, c->H, S - 1, c->hd}, pres[4] = {1, c->H, S, c->hd}, xkv[4] = {1, c->H, c->C, c->hd};
-	Value *from[2] = {c->ids, c->pos};
-	bool *tok = taint_from(m, from, 2);
-	type_set_tensor(m->arena, &c->ids->type, DT_INT64, 2, one);
-	type_set_tensor(m->arena, &c->pos->type, DT_INT64, 1, one);
+	int64_t past[4] = {1, c->H, S - 1, c->hd}, pres[4] = {1, c->H, step ? S : c->T, c->hd};
+	int64_t xkv[4] = {1, c->H, c->C, c->hd};
 	for (int i = 0; i < c->nl; i++) {
 		char nm[96];
 		Node *n = c->self[i];
-		for (int kv = 0; kv < 2; kv++) {
+		for (int kv = 0; step && kv < 2; kv++) {
 			snprintf(nm, sizeof nm, "past_key_values.%d.decoder.%s", i, kv ? "value" : "key");
 			node_add_input(n, new_input(m, nm, DT_FLOAT, 4, past));
 		}
@@ -289,15 +293,44 @@ static int rewrite_step(Module *m, PassContext *ctx, PrefillMatch *c, Diag *d)
 			node_add_output(n, p);
 			graph_add_output(g, p);
 		}
-		set_q1(n, S);
+		if (step)
+			set_q1(n, S);
 		Node *x = c->cross[i];
 		for (int kv = 0; kv < 2; kv++) {
 			snprintf(nm, sizeof nm, "past_key_values.%d.encoder.%s", i, kv ? "value" : "key");
 			node_set_input(x, 1 + kv, new_input(m, nm, DT_FLOAT, 4, xkv));
 		}
-		set_q1(x, c->C);
+		if (step)
+			set_q1(x, c->C);
 		set_string_attr(m, x, "kv_layout", "bhsd");
 	}
+}
+
+/* dce, then encoder_hidden_states goes if nothing reads it */
+static int drop_encoder_states(Module *m, PassContext *ctx, PrefillMatch *c, Diag *d)
+{
+	PassContext local = *ctx;
+	int rc = pass_dce(m, &local, d);
+	if (rc == WL_OK && c->enc->nusers == 0)
+		drop_input(m->graph, c->enc);
+	return rc;
+}
+
+static int rewrite_prefill(Module *m, PassContext *ctx, PrefillMatch *c, Diag *d)
+{
+	attach_cache(m, c, false, 0);
+	return drop_encoder_states(m, ctx, c, d);
+}
+
+static int rewrite_step(Module *m, PassContext *ctx, PrefillMatch *c, Diag *d)
+{
+	Graph *g = m->graph;
+	int64_t S = ctx->canon.max_seq, one[2] = {1, 1}, pres[4] = {1, c->H, S, c->hd};
+	Value *from[2] = {c->ids, c->pos};
+	bool *tok = taint_from(m, from, 2);
+	type_set_tensor(m->arena, &c->ids->type, DT_INT64, 2, one);
+	type_set_tensor(m->arena, &c->pos->type, DT_INT64, 1, one);
+	attach_cache(m, c, true, S);
 	/* type again what the tokens compute, at T = 1 */
 	int rc = WL_OK;
 	for (Node *n = g->first; n && rc == WL_OK; n = n->next) {
@@ -326,14 +359,8 @@ static int rewrite_step(Module *m, PassContext *ctx, PrefillMatch *c, Diag *d)
 				               n->outputs[i]->name);
 	}
 	free(tok);
-	if (rc != WL_OK)
-		return rc;
 	/* the cross K/V projections and the encoder states go */
-	PassContext local = *ctx;
-	rc = pass_dce(m, &local, d);
-	if (rc == WL_OK && c->enc->nusers == 0)
-		drop_input(g, c->enc);
-	return rc;
+	return rc == WL_OK ? drop_encoder_states(m, ctx, c, d) : rc;
 }
 
 static int rewrite_cross_kv(Module *m, PassContext *ctx, PrefillMatch *c, Diag *d)
@@ -391,12 +418,12 @@ int pass_prefill_step(Module *m, PassContext *ctx, Diag *d)
 	if (!ctx || !ctx->canon.from_prefill)
 		return WL_OK;
 	const char *mode = ctx->canon.from_prefill;
-	bool step = strcmp(mode, "step") == 0;
-	if (!step && strcmp(mode, "cross-kv") != 0)
-		return diag_fail(d, "--from-prefill: '%s' is not step or cross-kv", mode);
+	bool step = strcmp(mode, "step") == 0, pre = strcmp(mode, "prefill") == 0;
+	if (!step && !pre && strcmp(mode, "cross-kv") != 0)
+		return diag_fail(d, "--from-prefill: '%s' is not step, prefill or cross-kv", mode);
 	PrefillMatch c;
 	if (match_prefill(m, ctx, step, &c, d) != WL_OK)
 		return WL_ERR;
-	int rc = step ? rewrite_step(m, ctx, &c, d) : rewrite_cross_kv(m, ctx, &c, d);
+	int rc = step ? rewrite_step(m, ctx, &c, d) : pre ? rewrite_prefill(m, ctx, &c, d) : rewrite_cross_kv(m, ctx, &c, d);
 	return rc == WL_OK ? fusion_done(m, ctx, 2 * c.nl) : rc;
 }

@@ -293,7 +293,7 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 		                        "not simulated (not in the simulated cycles)");
 	add_contract(root, &c, S);
 	cJSON *programs = cJSON_AddArrayToObject(root, "programs");
-	PipelineOptions base = *pa->pipe, mel = base, stp = base, xkv = base;
+	PipelineOptions base = *pa->pipe, mel = base, stp = base, xkv = base, pre = base;
 	mel.fuse.prepend_logmel = true;
 	stp.canon.kv_step = true;
 	stp.fuse.static_kv_cache = true;
@@ -301,13 +301,16 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 		stp.canon.from_prefill = "step";
 		stp.canon.max_seq = S;
 		xkv.canon.from_prefill = "cross-kv";
+		pre.canon.from_prefill = "prefill";
 	}
-	PipelineArgs amel = *pa, abase = *pa, astep = *pa, aref = *pa;
+	PipelineArgs amel = *pa, abase = *pa, astep = *pa, aref = *pa, apre = *pa;
 	amel.pipe = &mel;
 	abase.pipe = &base;
 	astep.pipe = &stp;
 	aref.pipe = &xkv;
 	aref.ref = true;
+	apre.pipe = &pre;
+	apre.ref = pa->ref || pa->to->kind != TARGET_HOST;   /* qc-*: no ranges are recorded for it */
 	DimBinding enc_dims[] = {{"batch_size", 1}, {"encoder_sequence_length", c.ctx}};
 	DimBinding kv_dims[] = {{"batch_size", 1}, {"decoder_sequence_length", 1}, {"encoder_sequence_length", c.ctx},
 	                        {"encoder_sequence_length_out", c.ctx}};
@@ -351,6 +354,16 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 		snprintf(nm, sizeof nm, "present.%lld.decoder.%s", (long long)(i / 2), i % 2 ? "value" : "key");
 		if (pipeline_check_io(sp, "outputs", nm, 4, row, step, d) != WL_OK)
 			return WL_ERR;
+	}
+	if (vendor) {
+		if (model_read(dec, &m, d) != WL_OK ||
+		    pipeline_compile_module(&apre, m, dec, NULL, 0, "prefill", dir, false, programs, d) != WL_OK)
+			return WL_ERR;
+		cJSON *nt = cJSON_GetObjectItemCaseSensitive(w, "notes");
+		cJSON_AddStringToObject(nt ? nt : cJSON_AddObjectToObject(w, "notes"), "prefill",
+		                        "the prompt rows in one run (the vendor's decoder_prefill with the self-attention "
+		                        "presents [1,H,T,hd] as outputs, cross K/V from cross_kv); wlower transcribe runs "
+		                        "the prompt through step instead; on qc-* it runs on ref (no ranges recorded)");
 	}
 	return WL_OK;
 }

@@ -74,6 +74,13 @@ def main():
         enc = np.load(os.path.join(d, "in", "enc.npy"))
         xk = np.load(os.path.join(d, "x", "present.0.encoder.key.npy"))
         assert np.abs(xk[0] - (enc[0] @ W["Wck"]).reshape(C, H, HD).transpose(1, 0, 2)).max() < 1e-5
+        pp = np.load(os.path.join(d, "pp", "logits.npy"))
+        assert np.abs(pp - pre).max() < 1e-5, (pp, pre)
+        xs = W["E"][IDS[0]] + W["P"][:T]
+        for n, w in (("key", "Wk"), ("value", "Wv")):
+            got = np.load(os.path.join(d, "pp", "present.0.decoder.%s.npy" % n))
+            assert got.shape == (1, H, T, HD), got.shape
+            assert np.abs(got[0] - (xs @ W[w]).reshape(T, H, HD).transpose(1, 0, 2)).max() < 1e-5
         print("prefill-step: step row 1 equals the prefill (max |err| %.2e)" % err)
         return
     model(os.path.join(d, "prefill.onnx"))
