@@ -326,11 +326,11 @@ static int rewrite_step(Module *m, PassContext *ctx, PrefillMatch *c, Diag *d)
 {
 	Graph *g = m->graph;
 	int64_t S = ctx->canon.max_seq, one[2] = {1, 1}, pres[4] = {1, c->H, S, c->hd};
-	Value *from[2] = {c->ids, c->pos};
-	bool *tok = taint_from(m, from, 2);
 	type_set_tensor(m->arena, &c->ids->type, DT_INT64, 2, one);
 	type_set_tensor(m->arena, &c->pos->type, DT_INT64, 1, one);
 	attach_cache(m, c, true, S);
+	Value *from[2] = {c->ids, c->pos};
+	bool *tok = taint_from(m, from, 2);     /* after attach_cache: its new values have ids too */
 	/* type again what the tokens compute, at T = 1 */
 	int rc = WL_OK;
 	for (Node *n = g->first; n && rc == WL_OK; n = n->next) {
