@@ -62,6 +62,8 @@
  * maintains topological order, use lists
  * breaks    graph inputs and outputs, types downstream of input_ids
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "passes.h"
@@ -104,11 +106,14 @@ static bool *taint_from(Module *m, Value *const *from, int nfrom)
 	return t;
 }
 
-static int fail_at(Diag *d, const PassContext *ctx, const Node *n, const char *fmt, const char *what, long long a,
-                   long long b)
+__attribute__((format(printf, 4, 5)))
+static int fail_at(Diag *d, const PassContext *ctx, const Node *n, const char *fmt, ...)
 {
 	char msg[512];
-	snprintf(msg, sizeof msg, fmt, what, a, b);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
 	return diag_fail(d, "%s: node '%s': --from-prefill: %s", ctx->model_path ? ctx->model_path : "<model>",
 	                 n && n->name ? n->name : "?", msg);
 }
@@ -153,20 +158,22 @@ static int match_prefill(Module *m, PassContext *ctx, bool step, PrefillMatch *c
 		bool kv_tok = n->ninputs >= 3 && n->inputs[1] && n->inputs[2] && (tok[n->inputs[1]->id] || tok[n->inputs[2]->id]);
 		int64_t ql = attr_int(n, "q_len", 0), kl = attr_int(n, "kv_len", 0);
 		if (n->ninputs != 3 || n->noutputs != 1 || strcmp(attr_string(n, "kv_layout", "bsd"), "bsd") != 0)
-			rc = fail_at(d, ctx, n, "%s (%lld inputs, kv_layout not \"bsd\"%lld): not a prefill without cache",
-			             "attention has a past or head-split K/V", n->ninputs, 0);
+			rc = fail_at(d, ctx, n, "attention with %d inputs, %d outputs, kv_layout \"%s\": a past, presents or "
+			             "head-split K/V, not a prefill without cache", n->ninputs, n->noutputs,
+			             attr_string(n, "kv_layout", "bsd"));
 		else if (ql != c->T)
-			rc = fail_at(d, ctx, n, "%s: q_len %lld but input_ids has %lld tokens", "attention", ql, c->T);
+			rc = fail_at(d, ctx, n, "attention: q_len %lld but input_ids has %lld tokens", (long long)ql, (long long)c->T);
 		else if (kv_tok && !attr_int(n, "causal", 0))
-			rc = fail_at(d, ctx, n, "%s over the %lld tokens is not causal (kv_len %lld): not a decoder prefill",
-			             "self-attention", c->T, kl);
+			rc = fail_at(d, ctx, n, "self-attention over the %lld tokens is not causal (kv_len %lld): not a decoder "
+			             "prefill", (long long)c->T, (long long)kl);
 		else if (kv_tok && kl != c->T)
-			rc = fail_at(d, ctx, n, "%s: kv_len %lld, want input_ids' %lld tokens", "self-attention", kl, c->T);
+			rc = fail_at(d, ctx, n, "self-attention: kv_len %lld, want input_ids' %lld tokens", (long long)kl,
+			             (long long)c->T);
 		else if (!kv_tok && kl != c->C)
-			rc = fail_at(d, ctx, n, "%s: kv_len %lld, encoder_hidden_states has %lld rows", "cross-attention", kl,
-			             c->C);
+			rc = fail_at(d, ctx, n, "cross-attention: kv_len %lld, encoder_hidden_states has %lld rows", (long long)kl,
+			             (long long)c->C);
 		else if (ns >= MAXL || nc >= MAXL)
-			rc = fail_at(d, ctx, n, "%s: more than %lld layers%lld", "attention", MAXL, 0);
+			rc = fail_at(d, ctx, n, "attention: more than %d layers", MAXL);
 		else if (kv_tok)
 			c->self[ns++] = n;
 		else
@@ -182,7 +189,8 @@ static int match_prefill(Module *m, PassContext *ctx, bool step, PrefillMatch *c
 	c->H = attr_int(c->self[0], "heads", 0);
 	c->hd = c->H ? c->D / c->H : 0;
 	if (c->H <= 0 || c->H * c->hd != c->D)
-		return fail_at(d, ctx, c->self[0], "%s: heads %lld do not divide D = %lld", "attention", c->H, c->D);
+		return fail_at(d, ctx, c->self[0], "attention: heads %lld do not divide D = %lld", (long long)c->H,
+		               (long long)c->D);
 	if (!step)
 		return WL_OK;
 	if (c->pos && (static_shape(c->pos, dims) != 1 || dims[0] != c->T))
