@@ -32,8 +32,9 @@
  *   }
  *
  * Every value computed from input_ids or position_ids is typed again at T =
- * 1 (shape inference node by node; fused attention typed here); the cross
- * K/V projections and encoder_hidden_states go.
+ * 1 (shape inference node by node; fused attention typed here); a Reshape
+ * left on that path with a constant target [1, T, ...] gets [1, 1, ...];
+ * the cross K/V projections and encoder_hidden_states go.
  *
  * --from-prefill prefill → the same T rows with the cache outputs: the
  * self-attention presents [1,H,T,hd] (present.i.decoder.*) as graph outputs
@@ -324,6 +325,27 @@ static int drop_encoder_states(Module *m, PassContext *ctx, PrefillMatch *c, Dia
 	return rc;
 }
 
+/* A Reshape left on the token path whose constant target has T at axis 1
+ * where its output had [1, T, ...]: a new target with 1 there. */
+static void retarget_reshape(Module *m, Node *n, int64_t T)
+{
+	int64_t od[MATCH_MAXR];
+	Value *s = n->ninputs >= 2 ? n->inputs[1] : NULL;
+	if (n->op != OP_Reshape || !s || !s->init || s->init->dtype != DT_INT64 || s->init->ndim != 1 ||
+	    tensor_numel(s->init) < 2 || tensor_get_i64(s->init, 1) != T || static_shape(n->outputs[0], od) < 2 ||
+	    od[0] != 1 || od[1] != T)
+		return;
+	int64_t k = tensor_numel(s->init);
+	Tensor *t = tensor_new(m->arena, "", DT_INT64, 1, &k);
+	int64_t *p = tensor_alloc_data(m->arena, t);
+	for (int64_t i = 0; i < k; i++)
+		p[i] = i == 1 ? 1 : tensor_get_i64(s->init, i);
+	Value *v = graph_new_value(m->graph, "step_shape");
+	type_set_tensor(m->arena, &v->type, DT_INT64, 1, &k);
+	graph_set_init(m->graph, v, t);
+	node_set_input(n, 1, v);
+}
+
 static int rewrite_prefill(Module *m, PassContext *ctx, PrefillMatch *c, Diag *d)
 {
 	attach_cache(m, c, false, 0);
@@ -355,6 +377,7 @@ static int rewrite_step(Module *m, PassContext *ctx, PrefillMatch *c, Diag *d)
 					type_set_tensor(m->arena, &n->outputs[k]->type, DT_FLOAT, 4, pres);
 			continue;
 		}
+		retarget_reshape(m, n, c->T);
 		for (int i = 0; i < n->noutputs; i++)
 			if (n->outputs[i])
 				memset(&n->outputs[i]->type, 0, sizeof n->outputs[i]->type);

@@ -29,7 +29,12 @@ def model(path, causal=1, t_ids=T, folded=False):
         nodes += [helper.make_node("Slice", ["P", "z", "t", "ax"], ["pos"], name="pos_slice"),
                   helper.make_node("Add", ["e", "pos"], ["x"], name="x_add")]
     wa = dict(domain="ai.wlower", embed=D, heads=H, scale=0.5, kv_layout="bsd")
-    nodes += [helper.make_node("MatMul", ["x", "Wq"], ["q"], name="q"),
+    # a head split and merge left on the token path (constant targets with T at axis 1)
+    inits += [numpy_helper.from_array(np.array([1, t_ids, H, HD], np.int64), "s4"),
+              numpy_helper.from_array(np.array([1, t_ids, D], np.int64), "s3")]
+    nodes += [helper.make_node("Reshape", ["x", "s4"], ["xr"], name="split"),
+              helper.make_node("Reshape", ["xr", "s3"], ["xq"], name="merge"),
+              helper.make_node("MatMul", ["xq", "Wq"], ["q"], name="q"),
               helper.make_node("MatMul", ["x", "Wk"], ["k"], name="k"),
               helper.make_node("MatMul", ["x", "Wv"], ["v"], name="v"),
               helper.make_node("WhisperAttention", ["q", "k", "v"], ["a"], name="self", q_len=T, kv_len=T,
