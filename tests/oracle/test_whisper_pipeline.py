@@ -41,8 +41,9 @@
    on the previous text), per-step logits >= 100 dB.
    The vendor pair (encoder_model.onnx + decoder_prefill.onnx, static 4 tokens, no cache, made
    from the same export): step and cross_kv derived by prefill-step, io as the Optimum pipeline's,
-   window-0 ids equal the ONNX Runtime loop, logits >= 100 dB (ref; host unless --light); folded
-   positional rows: a one-line error.
+   window-0 ids equal the ONNX Runtime loop, logits >= 100 dB, the derived prefill program vs ONNX
+   Runtime's decoder_model (ref; host unless --light); transcribe --model on the pair (cache);
+   folded positional rows: a one-line error.
 6. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
    a pipeline whose step program was altered; --beam-size 0, --patience 0; -o with an unknown
@@ -320,6 +321,14 @@ def vendor_cases(W, t, work, export, clip, targets, pipes):
                 ok, "" if ok else json.dumps(io(pj, "step"))[:300])
         oracle_case(W, t, work, export, pipe, "vendor-" + target, clip, False)
         prefill_case(W, t, work, export, pipe, target)
+    # --model on the vendor pair: compiled into $WLOWER_CACHE on first use, reused after
+    env = dict(os.environ, WLOWER_CACHE=os.path.join(work, "cache-vendor"))
+    shutil.rmtree(env["WLOWER_CACHE"], ignore_errors=True)
+    cmd = [W, "transcribe", clip, "--model", vend, "--target", "ref", "--tokenizer", TOK, "--threads", "1",
+           "--max-tokens", "4"]
+    r1, r2 = run(cmd, env=env), run(cmd, env=env)
+    t.check("vendor: --model compiled on first use, reused after", r1.returncode == 0 and r2.returncode == 0 and
+            "compiling" in r1.stderr and "compiling" not in r2.stderr, (r1.stderr + r2.stderr).strip()[-300:])
     # positional rows folded to a constant (a static export): one line naming file and node, no output
     bad = os.path.join(work, "export-vendor-folded")
     if not os.path.exists(os.path.join(bad, "decoder_prefill.onnx")):
