@@ -499,6 +499,9 @@ static int dispatch(Options *o)
 	if (llm && o->pipe.fuse.append_argmax)
 		return cmd_usage(NULL, "%s", "--append-argmax is for one model; with --pipeline llm, --argmax-on-device puts "
 		                 "the greedy argmax in lm_head");
+	if (o->pipeline && o->pipe.canon.from_prefill)
+		return cmd_usage(NULL, "%s", "--from-prefill is for one model; --pipeline whisper applies it itself to a "
+		                 "folder with decoder_prefill.onnx");
 	if (o->pipeline && o->target && strcmp(o->target, "ref") == 0) {
 		if (first_given(o, chimera_only) || first_given(o, host_only) || !o->out)
 			return cmd_usage(NULL, "%s", "--target ref takes no hardware options and needs -o DIR");
