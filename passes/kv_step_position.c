@@ -15,6 +15,13 @@
  *     row = Gather <axis = 0> (W, position_ids)
  *   }
  *
+ * With --from-prefill step (a static-T prefill, prefill-step makes it the
+ * step) the slice of the first T rows becomes the same Gather, at an input
+ * position_ids [T] (T = 1 once prefill-step has run):
+ *
+ *   row = Slice (W, 0, en, [0] ...)   # en = T or Unsqueeze (Gather (Shape (input_ids), 1)),
+ *                                     # input_ids [1, T]
+ *
  * The old chain is left for dce. A Slice whose rows are not exactly one
  * (input_ids [1, T], T > 1), whose axes are not [0], or whose start is not
  * the past length of a graph input is left alone.
@@ -31,6 +38,7 @@
 typedef struct PosMatch {
 	Node *slice;
 	Value *table;
+	int64_t rows;              /* --from-prefill step: T (position_ids [T]); else 1 */
 } PosMatch;
 
 /* v = Gather <axis 0> (Shape (X), k) with X a graph input of rank `rank`
@@ -64,7 +72,27 @@ static Value *unsqueeze0(const Value *v)
 	return u->inputs[0];
 }
 
-static bool match_position(Node *n, PosMatch *c)
+/* --from-prefill step: Slice start 0, end T = dim 1 of input_ids [1, T]. */
+static bool prefill_rows(Node *n, Value *st, Value *en, int64_t *T)
+{
+	double s, e;
+	if (!const_scalar(st, &s) || s != 0)
+		return false;
+	Graph *g = n->graph;
+	Value *ids = NULL;
+	for (int i = 0; i < g->ninputs; i++)
+		if (strcmp(g->inputs[i]->name, "input_ids") == 0)
+			ids = g->inputs[i];
+	if (!ids || !type_shape_known(&ids->type) || ids->type.rank != 2 || ids->type.dims[0].value != 1)
+		return false;
+	*T = ids->type.dims[1].value;
+	Value *u = unsqueeze0(en);
+	if (const_scalar(en, &e))
+		return e == (double)*T;
+	return u && shape_dim_of_input(u, 1, 2) == ids;
+}
+
+static bool match_position(Node *n, PosMatch *c, bool prefill)
 {
 	memset(c, 0, sizeof *c);
 	if (n->op != OP_Slice || n->ninputs < 4 || !n->inputs[1] || !n->inputs[2] || !n->inputs[3])
@@ -76,6 +104,13 @@ static bool match_position(Node *n, PosMatch *c)
 		return false;
 	if (n->ninputs >= 5 && n->inputs[4] && (!const_scalar(n->inputs[4], &step) || step != 1))
 		return false;
+	if (prefill) {
+		if (!prefill_rows(n, n->inputs[1], n->inputs[2], &c->rows) || c->rows >= wd[0])
+			return false;
+		c->slice = n;
+		c->table = w;
+		return true;
+	}
 	Value *p = unsqueeze0(n->inputs[1]), *e = unsqueeze0(n->inputs[2]);
 	if (!p || !e || !shape_dim_of_input(p, 2, 4))
 		return false;
@@ -86,17 +121,18 @@ static bool match_position(Node *n, PosMatch *c)
 		return false;
 	c->slice = n;
 	c->table = w;
+	c->rows = 1;
 	return true;
 }
 
-static Value *position_input(Module *m)
+static Value *position_input(Module *m, int64_t rows)
 {
 	Graph *g = m->graph;
 	for (int i = 0; i < g->ninputs; i++)
 		if (strcmp(g->inputs[i]->name, "position_ids") == 0)
 			return g->inputs[i];
 	Value *v = graph_new_value(g, "position_ids");
-	int64_t d1[1] = {1};
+	int64_t d1[1] = {rows};
 	type_set_tensor(m->arena, &v->type, DT_INT64, 1, d1);
 	graph_add_input(g, v);
 	return v;
@@ -111,12 +147,12 @@ static void rewrite_position(Module *m, PosMatch *c)
 	node_add_attr(n, "axis", AT_INT)->i = 0;
 	node_insert_before(c->slice, n);
 	node_add_input(n, c->table);
-	node_add_input(n, position_input(m));
+	node_add_input(n, position_input(m, c->rows));
 	node_remove(c->slice);
 	node_add_output(n, row);
 	int64_t wd[MATCH_MAXR], rd[2];
 	static_shape(c->table, wd);
-	rd[0] = 1;
+	rd[0] = c->rows;
 	rd[1] = wd[1];
 	type_set_tensor(m->arena, &row->type, DT_FLOAT, 2, rd);
 }
@@ -130,7 +166,7 @@ int pass_kv_step_position(Module *m, PassContext *ctx, Diag *d)
 	for (Node *n = m->graph->first, *next; n; n = next) {
 		next = n->next;
 		PosMatch c;
-		if (match_position(n, &c)) {
+		if (match_position(n, &c, ctx->canon.from_prefill && strcmp(ctx->canon.from_prefill, "step") == 0)) {
 			rewrite_position(m, &c);
 			changed++;
 		}

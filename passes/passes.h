@@ -28,6 +28,10 @@ typedef struct CanonOptions {
 	bool kv_step;              /* --kv-step: a one-token decoder step takes position_ids and
 	                              attention_mask for a static-size cache (kv-step-position,
 	                              kv-step-mask) */
+	const char *from_prefill;  /* --from-prefill step|prefill|cross-kv: a static-T Whisper
+	                              prefill (decoder_prefill.onnx) becomes the one-token step,
+	                              the prefill with presents or the cross K/V program (prefill-step; with --kv-step,
+	                              kv-step-position takes its positional Slice at [0, T)) */
 } CanonOptions;
 
 /* Options of the fusing pipeline (the driver's flags). Passes that a flag
@@ -91,6 +95,7 @@ int pass_specialize_dims(Module *m, PassContext *ctx, Diag *d);
 int pass_inline_if(Module *m, PassContext *ctx, Diag *d);
 int pass_kv_step_position(Module *m, PassContext *ctx, Diag *d);
 int pass_kv_step_mask(Module *m, PassContext *ctx, Diag *d);
+int pass_prefill_step(Module *m, PassContext *ctx, Diag *d);
 /* canonicalize (issue 4) */
 int pass_fold_constants(Module *m, PassContext *ctx, Diag *d);
 int pass_canonicalize_layernorm(Module *m, PassContext *ctx, Diag *d);

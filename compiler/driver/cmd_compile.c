@@ -81,7 +81,15 @@ static const char usage_main[] =
 "  --kv-step             a one-token decoder step (Whisper decoder_with_past) reads its\n"
 "                        position (input position_ids [1]) and a key mask (input\n"
 "                        attention_mask [1, P+1]) so one static-size cache serves every\n"
-"                        position (passes kv-step-position, kv-step-mask)\n""\n"
+"                        position (passes kv-step-position, kv-step-mask)\n"
+"  --from-prefill step|prefill|cross-kv\n"
+"                        MODEL is a static-T Whisper prefill without cache (the vendor's\n"
+"                        decoder_prefill.onnx: input_ids [1,T], encoder_hidden_states):\n"
+"                        step: the one-token step with past K/V inputs [1,H,S-1,hd]\n"
+"                        (S = --max-seq; with --kv-step --static-kv-cache the step of\n"
+"                        --pipeline whisper); prefill: the T rows with the self-attention\n"
+"                        presents as outputs and cross K/V as inputs; cross-kv: only every\n"
+"                        layer's cross K/V (pass prefill-step)\n""\n"
 "pipelines (several programs in one folder, run by 'wlower generate' or 'wlower transcribe'):\n"
 "  --pipeline llm --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR\n"
 "                        MODEL is an LLM folder (an Optimum export, or an ONNX Runtime\n"
@@ -94,9 +102,13 @@ static const char usage_main[] =
 "                        the token id (int32 token_ids) instead of the logits; such a\n"
 "                        pipeline decodes greedily only (no --temperature, --dump-logits)\n"
 "  --pipeline whisper --target ref|host|qc-n|qc-p|qc-u -o PIPE_DIR\n"
-"                        MODEL is a Whisper folder (Optimum layout); the programs of\n"
-"                        'wlower transcribe' (mel, encoder, cross_kv, step) into PIPE_DIR\n"
-"                        (qc-*: every program on Chimera, with the ranges of\n"
+"                        MODEL is a Whisper folder: Optimum layout (encoder_model,\n"
+"                        decoder_model, decoder_with_past_model .onnx) or the vendor pair\n"
+"                        encoder_model.onnx + decoder_prefill.onnx (static 4-token prefill,\n"
+"                        no cache: step, cross_kv and prefill derived, --from-prefill); the\n"
+"                        programs of 'wlower transcribe' (mel, encoder, cross_kv, step; the\n"
+"                        vendor pair also prefill, not run by transcribe) into PIPE_DIR\n"
+"                        (qc-*: every program but prefill on Chimera, with the ranges of\n"
 "                        --calibrate AUDIO... or --tranges DIR)\n"
 "  --calibrate PROMPTS.txt  llm, qc-*: ranges from float decoding (ref) from each prompt\n"
 "                        (one a line, comma-separated ids) to max_seq: every tensor at every\n"
@@ -187,6 +199,7 @@ static const OptSpec compile_opts[] = {
 	{"--calibrate", NULL, OPT_LIST, O(calibrate)},
 	{"--calibrate-margin", NULL, OPT_REAL, O(calibrate_margin), 1, 16, false, "%s: '%s' is not 1..16"},
 	{"--kv-step", NULL, OPT_FLAG, O(pipe.canon.kv_step)},
+	{"--from-prefill", NULL, OPT_STRING, O(pipe.canon.from_prefill)},
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	{"--prefill-rows", NULL, OPT_INT, O(prefill_rows), 1, 1 << 16, false, "%s: '%s' is not 1..65536"},
 	{"--argmax-on-device", NULL, OPT_FLAG, O(argmax_on_device)},
@@ -511,6 +524,9 @@ static int dispatch(Options *o)
 	if (kv8 && llm && !o->calibrate.n && !o->pipe.fuse.kv_cache_ranges)
 		return cmd_usage(NULL, "%s", "--pipeline llm --kv-cache int8 needs the cache scales: --calibrate PROMPTS.txt "
 		                 "or --kv-cache-ranges FILE");
+	if (o->pipeline && o->pipe.canon.from_prefill)
+		return cmd_usage(NULL, "%s", "--from-prefill is for one model; --pipeline whisper applies it itself to a "
+		                 "folder with decoder_prefill.onnx");
 	if (o->pipeline && o->target && strcmp(o->target, "ref") == 0) {
 		if (first_given(o, chimera_only) || first_given(o, host_only) || !o->out)
 			return cmd_usage(NULL, "%s", "--target ref takes no hardware options and needs -o DIR");

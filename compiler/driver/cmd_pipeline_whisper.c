@@ -27,6 +27,17 @@
  *             after kv-step-mask) reads the cache in place and outputs only
  *             the new token's K/V, which the runtime writes into cache row p
  *             (whisper.c says how).
+ * The vendor pair (encoder_model.onnx + decoder_prefill.onnx: a static-T
+ * prefill, input_ids [1,T] and encoder_hidden_states [1,C,d] → logits
+ * [1,T,V], no cache, no presents; config.json optional, else the dims come
+ * from the graphs' io and the cross_kv program, text_ctx 448): step and
+ * cross_kv are derived from the fused prefill by the pass prefill-step
+ * (--from-prefill step|cross-kv; kv-step-position makes its positional
+ * Slice of rows [0, T) a Gather at position_ids), so the step has the same
+ * io as the one made from decoder_with_past and the runtime does not
+ * change. The prefill must keep the positional table (a static export
+ * folds it to rows 0..T-1: that is an error naming the node).
+ *
  * Prefill is the step run for each prompt token (no separate program); the
  * final norm and LM head are in step (no lm_head program), and the greedy
  * choice is made by the runtime after the timestamp rules.
@@ -136,7 +147,81 @@ static int need_file(const char *dir, const char *name, char *path, size_t n, Di
 	struct stat st;
 	if (stat(path, &st) != 0)
 		return diag_fail(d, "%s: no %s (an Optimum Whisper export: config.json, encoder_model.onnx, "
-		                 "decoder_model.onnx, decoder_with_past_model.onnx)", dir, name);
+		                 "decoder_model.onnx, decoder_with_past_model.onnx; or the vendor pair "
+		                 "encoder_model.onnx + decoder_prefill.onnx)", dir, name);
+	return WL_OK;
+}
+
+/* The static shape of graph input or output `name` of the model at path. */
+static int io_shape(const char *path, bool input, const char *name, int rank, int64_t *out, Diag *d)
+{
+	Module *m;
+	if (model_read(path, &m, d) != WL_OK)
+		return WL_ERR;
+	Graph *g = m->graph;
+	Value *v = NULL;
+	for (int i = 0; i < (input ? g->ninputs : g->noutputs); i++)
+		if (strcmp((input ? g->inputs[i] : g->outputs[i])->name, name) == 0)
+			v = input ? g->inputs[i] : g->outputs[i];
+	bool ok = v && type_shape_known(&v->type) && v->type.rank == rank;
+	for (int i = 0; ok && i < rank; i++)
+		out[i] = v->type.dims[i].value;
+	module_free(m);
+	if (!ok)
+		return diag_fail(d, "%s: no graph %s '%s' of static rank %d (the vendor pair is static)", path,
+		                 input ? "input" : "output", name, rank);
+	return WL_OK;
+}
+
+/* The vendor pair without config.json: d, vocab, mels and ctx from the io;
+ * layers and heads from the cross_kv program (whisper_pipeline). */
+static int config_from_io(const char *enc, const char *pre, WhisperConfig *c, cJSON **json, Diag *d)
+{
+	int64_t f[3], h[3], l[3];
+	if (io_shape(enc, true, "input_features", 3, f, d) != WL_OK ||
+	    io_shape(pre, true, "encoder_hidden_states", 3, h, d) != WL_OK ||
+	    io_shape(pre, false, "logits", 3, l, d) != WL_OK)
+		return WL_ERR;
+	*c = (WhisperConfig){.d = h[2], .layers = 0, .heads = 0, .vocab = l[2], .mels = f[1], .ctx = h[1],
+	                     .text_ctx = 448};
+	if (c->mels != 80 && c->mels != 128)
+		return diag_fail(d, "%s: input_features has %lld mel bins (Whisper has 80 or 128)", enc, (long long)c->mels);
+	if (f[2] != 2 * c->ctx)
+		return diag_fail(d, "%s: input_features has %lld frames, %s's encoder_hidden_states %lld rows (want half)",
+		                 enc, (long long)f[2], pre, (long long)c->ctx);
+	if (c->vocab != 51865 && c->vocab != 51866)
+		return diag_fail(d, "%s: logits has %lld columns (Whisper's vocabulary: 51865 or 51866)", pre,
+		                 (long long)c->vocab);
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddNumberToObject(r, "d_model", (double)c->d);
+	cJSON_AddNumberToObject(r, "vocab_size", (double)c->vocab);
+	cJSON_AddNumberToObject(r, "num_mel_bins", (double)c->mels);
+	cJSON_AddNumberToObject(r, "max_source_positions", (double)c->ctx);
+	cJSON_AddNumberToObject(r, "max_target_positions", (double)c->text_ctx);
+	cJSON_AddStringToObject(r, "source", "the graphs' io (no config.json): decoder_layers and "
+	                        "decoder_attention_heads from the cross_kv program");
+	*json = r;
+	return WL_OK;
+}
+
+/* layers and heads from the cross_kv program's present.N.encoder.key [1,H,C,hd] outputs */
+static int layers_from_cross(const cJSON *prog, WhisperConfig *c, const char *model, Diag *d)
+{
+	const cJSON *io;
+	int64_t n = 0, H = 0;
+	cJSON_ArrayForEach(io, cJSON_GetObjectItemCaseSensitive(prog, "outputs")) {
+		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(io, "name");
+		const cJSON *sh = cJSON_GetObjectItemCaseSensitive(io, "shape");
+		if (!cJSON_IsString(nm) || !strstr(nm->valuestring, ".encoder.key") || cJSON_GetArraySize(sh) != 4)
+			continue;
+		n++;
+		H = (int64_t)cJSON_GetArrayItem(sh, 1)->valuedouble;
+	}
+	if (!n || H <= 0 || c->d % H || (c->d / H) % 2)
+		return diag_fail(d, "%s: the derived cross_kv program has %lld present.N.encoder.key outputs with %lld "
+		                 "heads (want >= 1, an even head_dim)", model, (long long)n, (long long)H);
+	c->layers = n;
+	c->heads = H;
 	return WL_OK;
 }
 
@@ -176,37 +261,52 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 {
 	WhisperConfig c;
 	cJSON *cfg;
-	if (read_config(pa->src, &c, &cfg, d) != WL_OK)
+	char enc[4096], dec[4096], step[4096], cfile[4096];
+	struct stat st;
+	snprintf(step, sizeof step, "%s/decoder_with_past_model.onnx", pa->src);
+	snprintf(dec, sizeof dec, "%s/decoder_prefill.onnx", pa->src);
+	snprintf(cfile, sizeof cfile, "%s/config.json", pa->src);
+	/* the vendor pair: decoder_prefill.onnx and no decoder_with_past_model.onnx */
+	bool vendor = stat(step, &st) != 0 && stat(dec, &st) == 0;
+	if (need_file(pa->src, "encoder_model.onnx", enc, sizeof enc, d) != WL_OK)
 		return WL_ERR;
+	if (vendor) {
+		snprintf(step, sizeof step, "%s", dec);
+		if (stat(cfile, &st) == 0 ? read_config(pa->src, &c, &cfg, d) : config_from_io(enc, dec, &c, &cfg, d))
+			return WL_ERR;
+	} else if (read_config(pa->src, &c, &cfg, d) != WL_OK ||
+	           need_file(pa->src, "decoder_model.onnx", dec, sizeof dec, d) != WL_OK ||
+	           need_file(pa->src, "decoder_with_past_model.onnx", step, sizeof step, d) != WL_OK) {
+		return WL_ERR;
+	}
 	cJSON *model = cJSON_AddObjectToObject(root, "model");
 	cJSON_AddStringToObject(model, "dir", pa->src);
+	cJSON_AddStringToObject(model, "layout", vendor ? "vendor-prefill" : "optimum");
 	cJSON_AddItemToObject(model, "config", cfg);
-	char enc[4096], dec[4096], step[4096];
-	if (need_file(pa->src, "encoder_model.onnx", enc, sizeof enc, d) != WL_OK ||
-	    need_file(pa->src, "decoder_model.onnx", dec, sizeof dec, d) != WL_OK ||
-	    need_file(pa->src, "decoder_with_past_model.onnx", step, sizeof step, d) != WL_OK)
-		return WL_ERR;
 	int64_t S = pa->pipe->canon.max_seq ? pa->pipe->canon.max_seq : c.text_ctx;
 	if (S > c.text_ctx)
 		return diag_fail(d, "--max-seq %lld exceeds max_target_positions %lld of %s/config.json", (long long)S,
 		                 (long long)c.text_ctx, pa->src);
 	cJSON *w = cJSON_AddObjectToObject(root, "whisper");
-	int64_t vals[] = {c.layers, c.heads, c.d / c.heads, c.d, c.vocab, c.mels, c.ctx, 2 * c.ctx, S};
-	const char *keys[] = {"layers", "heads", "head_dim", "d_model", "vocab", "n_mels", "audio_ctx", "frames",
-	                      "text_ctx"};
-	for (int i = 0; i < 9; i++)
-		cJSON_AddNumberToObject(w, keys[i], (double)vals[i]);
-	add_tokens(w, c.vocab);
 	add_contract(root, &c, S);
 	cJSON *programs = cJSON_AddArrayToObject(root, "programs");
-	PipelineOptions base = *pa->pipe, mel = base, stp = base;
+	PipelineOptions base = *pa->pipe, mel = base, stp = base, xkv = base, pre = base;
 	mel.fuse.prepend_logmel = true;
 	stp.canon.kv_step = true;
 	stp.fuse.static_kv_cache = true;
-	PipelineArgs amel = *pa, abase = *pa, astep = *pa;
+	if (vendor) {
+		stp.canon.from_prefill = "step";
+		stp.canon.max_seq = S;
+		xkv.canon.from_prefill = "cross-kv";
+		pre.canon.from_prefill = "prefill";
+	}
+	PipelineArgs amel = *pa, abase = *pa, astep = *pa, axkv = *pa, apre = *pa;
 	amel.pipe = &mel;
 	abase.pipe = &base;
 	astep.pipe = &stp;
+	axkv.pipe = &xkv;
+	apre.pipe = &pre;
+	apre.ref = pa->ref || pa->to->kind != TARGET_HOST;   /* qc-*: no ranges are recorded for it */
 	DimBinding enc_dims[] = {{"batch_size", 1}, {"encoder_sequence_length", c.ctx}};
 	DimBinding kv_dims[] = {{"batch_size", 1}, {"decoder_sequence_length", 1}, {"encoder_sequence_length", c.ctx},
 	                        {"encoder_sequence_length_out", c.ctx}};
@@ -217,13 +317,30 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 	    pipeline_compile_module(&amel, m, "<mel>", NULL, 0, "mel", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
 	if (model_read(enc, &m, d) != WL_OK ||
-	    pipeline_compile_module(&abase, m, enc, enc_dims, 2, "encoder", dir, false, programs, d) != WL_OK)
+	    pipeline_compile_module(&abase, m, enc, vendor ? NULL : enc_dims, vendor ? 0 : 2, "encoder", dir, false,
+	                            programs, d) != WL_OK)
 		return WL_ERR;
-	if (cross_kv_module(dec, &c, &m, d) != WL_OK ||
-	    pipeline_compile_module(&abase, m, dec, kv_dims, 4, "cross_kv", dir, false, programs, d) != WL_OK)
+	if (vendor ? model_read(dec, &m, d) : cross_kv_module(dec, &c, &m, d))
 		return WL_ERR;
+	if (pipeline_compile_module(&axkv, m, dec, vendor ? NULL : kv_dims, vendor ? 0 : 4, "cross_kv", dir, false,
+	                            programs, d) != WL_OK)
+		return WL_ERR;
+	const cJSON *xp = cJSON_GetArrayItem(programs, cJSON_GetArraySize(programs) - 1);
+	int64_t cl = c.layers, ch = c.heads;     /* config.json's, if any */
+	if (vendor && layers_from_cross(xp, &c, dec, d) != WL_OK)
+		return WL_ERR;
+	if (vendor && cl && (cl != c.layers || ch != c.heads))
+		return diag_fail(d, "%s: %lld decoder layers of %lld heads, %s says %lld of %lld", dec, (long long)c.layers,
+		                 (long long)c.heads, cfile, (long long)cl, (long long)ch);
+	int64_t vals[] = {c.layers, c.heads, c.d / c.heads, c.d, c.vocab, c.mels, c.ctx, 2 * c.ctx, S};
+	const char *keys[] = {"layers", "heads", "head_dim", "d_model", "vocab", "n_mels", "audio_ctx", "frames",
+	                      "text_ctx"};
+	for (int i = 0; i < 9; i++)
+		cJSON_AddNumberToObject(w, keys[i], (double)vals[i]);
+	add_tokens(w, c.vocab);
 	if (model_read(step, &m, d) != WL_OK ||
-	    pipeline_compile_module(&astep, m, step, step_dims, 4, "step", dir, false, programs, d) != WL_OK)
+	    pipeline_compile_module(&astep, m, step, vendor ? NULL : step_dims, vendor ? 0 : 4, "step", dir, false,
+	                            programs, d) != WL_OK)
 		return WL_ERR;
 	/* the runtime writes each present's one row into the cache (whisper.c) */
 	const cJSON *sp = cJSON_GetArrayItem(programs, cJSON_GetArraySize(programs) - 1);
@@ -233,6 +350,16 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 		snprintf(nm, sizeof nm, "present.%lld.decoder.%s", (long long)(i / 2), i % 2 ? "value" : "key");
 		if (pipeline_check_io(sp, "outputs", nm, 4, row, step, d) != WL_OK)
 			return WL_ERR;
+	}
+	if (vendor) {
+		if (model_read(dec, &m, d) != WL_OK ||
+		    pipeline_compile_module(&apre, m, dec, NULL, 0, "prefill", dir, false, programs, d) != WL_OK)
+			return WL_ERR;
+		cJSON *nt = cJSON_GetObjectItemCaseSensitive(w, "notes");
+		cJSON_AddStringToObject(nt ? nt : cJSON_AddObjectToObject(w, "notes"), "prefill",
+		                        "the prompt rows in one run (the vendor's decoder_prefill with the self-attention "
+		                        "presents [1,H,T,hd] as outputs, cross K/V from cross_kv); wlower transcribe runs "
+		                        "the prompt through step instead; on qc-* it runs on ref (no ranges recorded)");
 	}
 	return WL_OK;
 }

@@ -184,7 +184,14 @@ static int cached_pipeline(const TrArgs *a, char *dir, size_t n)
 {
 	static const char *files[] = {"config.json", "encoder_model.onnx", "decoder_model.onnx",
 	                              "decoder_with_past_model.onnx", "encoder_model.onnx.data", "decoder_model.onnx.data",
-	                              "decoder_with_past_model.onnx.data"};
+	                              "decoder_with_past_model.onnx.data", "decoder_prefill.onnx",
+	                              "decoder_prefill.onnx.data"};
+	/* the vendor pair (cmd_pipeline_whisper.c): encoder_model.onnx + decoder_prefill.onnx, config.json optional */
+	char vp[2][4096];
+	struct stat vst;
+	snprintf(vp[0], sizeof vp[0], "%s/decoder_with_past_model.onnx", a->model);
+	snprintf(vp[1], sizeof vp[1], "%s/decoder_prefill.onnx", a->model);
+	bool vendor = stat(vp[0], &vst) != 0 && stat(vp[1], &vst) == 0;
 	static const char *const tr_progs[] = {"mel", "encoder", "step"};
 	const char *opts[48] = {"--max-seq", a->max_seq, "--cpu", a->cpu, "--calibrate-margin", a->margin,
 	                        "--tranges", a->tranges, "--cores", a->cores, "--ocm", a->ocm, "--macs-per-pe",
@@ -221,10 +228,11 @@ static int cached_pipeline(const TrArgs *a, char *dir, size_t n)
 		snprintf(path, sizeof path, "%s/%s", a->model, files[i]);
 		struct stat st;
 		if (stat(path, &st) != 0) {
-			if (i >= 4)
+			if (vendor ? i != 1 && i != 7 : i >= 4)
 				continue;
 			diag_fail(&d, "%s: missing (an Optimum Whisper export: config.json, encoder_model.onnx, "
-			          "decoder_model.onnx, decoder_with_past_model.onnx)", path);
+			          "decoder_model.onnx, decoder_with_past_model.onnx; or the vendor pair encoder_model.onnx + "
+			          "decoder_prefill.onnx)", path);
 			return cmd_error(CMD, &d);
 		}
 		if (file_sha256_hex(path, hex, &d) != WL_OK)

@@ -56,6 +56,9 @@ Usage (run with /usr/bin/python3):
   /usr/bin/python3 examples/models/whisper.py --size tiny --out /tmp/wt
   /usr/bin/python3 examples/models/whisper.py --size tiny --layers 1 --frames 200 --vocab 1000 \\
       --opset 17 --which encoder,decoder_prefill --out /tmp/wt-small
+  /usr/bin/python3 examples/models/whisper.py --size tiny --which encoder,decoder_prefill --dynamic --out /tmp/wv
+      (the vendor pair `wlower DIR --pipeline whisper` takes: static 4-token prefill, no cache; --dynamic
+       keeps the decoder's positional table, which a static export folds to the 4 rows it uses)
   /usr/bin/python3 examples/models/whisper.py --size base --scale-style qk --out /tmp/wb
   /usr/bin/python3 examples/models/samples.py --mels 73 --out /tmp/cal
   /usr/bin/python3 examples/models/whisper.py --size tiny --out /tmp/wt --samples /tmp/cal/mels.npy

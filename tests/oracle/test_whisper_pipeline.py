@@ -39,6 +39,11 @@
    ../shared/data/README.md's transcripts, segments in time order; every window's ids equal the
    ONNX Runtime loop (window 1 with <|startofprev|> + window 0's ids, as openai-whisper conditions
    on the previous text), per-step logits >= 100 dB.
+   The vendor pair (encoder_model.onnx + decoder_prefill.onnx, static 4 tokens, no cache, made
+   from the same export): step and cross_kv derived by prefill-step, io as the Optimum pipeline's,
+   window-0 ids equal the ONNX Runtime loop, logits >= 100 dB, the derived prefill program vs ONNX
+   Runtime's decoder_model (ref; host unless --light); transcribe --model on the pair (cache);
+   folded positional rows: a one-line error.
 6. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
    a pipeline whose step program was altered; --beam-size 0, --patience 0; -o with an unknown
@@ -253,6 +258,126 @@ def oracle_case(W, t, work, export, pipe, target, clip, no_ts, min_db=100, env=N
     t.check(label + ": per-step logits >= %d dB (%d steps)" % (min_db, len(names)), ok and worst >= min_db,
             "worst %.1f dB" % worst)
     return dump, tr
+
+
+def vendor_pair(export, out, fold_positions=False):
+    """The vendor's pair from the Optimum export (the same seeded weights): encoder_model.onnx at batch
+    1 and decoder_prefill.onnx = decoder_model.onnx with logits as its only output, every dim static
+    (4 tokens): what examples/models/whisper.py --which encoder,decoder_prefill --dynamic writes
+    (Optimum's static shape fixing, common.fix_dims), without config.json. fold_positions: the
+    positional rows folded to a [4, d] constant, as a static torch.onnx export writes them."""
+    import onnx
+    from onnx import numpy_helper
+    sys.path.insert(0, os.path.join(ROOT, "examples", "models"))
+    import common
+    os.makedirs(out, exist_ok=True)
+    dims = {"batch_size": 1, "decoder_sequence_length": 4, "encoder_sequence_length": 100,
+            "encoder_sequence_length_out": 100}
+    shutil.copy(os.path.join(export, "encoder_model.onnx"), os.path.join(out, "encoder_model.onnx"))
+    common.fix_dims(os.path.join(out, "encoder_model.onnx"), dims)
+    m = onnx.load(os.path.join(export, "decoder_model.onnx"))
+    keep = [o for o in m.graph.output if o.name == "logits"]
+    del m.graph.output[:]
+    m.graph.output.extend(keep)
+    if fold_positions:
+        inits = {i.name: i for i in m.graph.initializer}
+        for n in list(m.graph.node):
+            if n.op_type == "Slice" and n.input[0] in inits and "embed_positions" in n.input[0]:
+                rows = numpy_helper.to_array(inits[n.input[0]])[:4]
+                m.graph.node.remove(n)
+                m.graph.initializer.append(numpy_helper.from_array(rows, n.output[0]))
+    path = os.path.join(out, "decoder_prefill.onnx")
+    onnx.save(m, path)
+    common.fix_dims(path, dims)
+
+
+def vendor_cases(W, t, work, export, clip, targets, pipes):
+    """The vendor pair (encoder_model.onnx + decoder_prefill.onnx, static 4 tokens, no cache): step and
+    cross_kv derived by prefill-step; the programs' io equal the Optimum pipeline's, window-0 ids equal
+    the ONNX Runtime loop on the Optimum export of the same weights, logits >= 100 dB."""
+    vend = os.path.join(work, "export-vendor")
+    shutil.rmtree(os.path.join(work, "prefill-ort"), ignore_errors=True)
+    if not os.path.exists(os.path.join(vend, "decoder_prefill.onnx")):
+        vendor_pair(export, vend)
+    for target in targets:
+        pipe = os.path.join(work, "pipe-vendor-" + target)
+        shutil.rmtree(pipe, ignore_errors=True)
+        r = run([W, vend, "--pipeline", "whisper", "--target", target, "-o", pipe])
+        if r.returncode:
+            t.check("vendor/%s: compile the vendor pair" % target, False, r.stderr.strip()[-300:])
+            continue
+        pj = json.load(open(os.path.join(pipe, "pipeline.json")))
+        progs = {p["name"]: p for p in pj["programs"]}
+        ref = pipes.get(target)
+        want = json.load(open(os.path.join(ref, "pipeline.json"))) if ref else None
+        def io(j, name):
+            p = {q["name"]: q for q in j["programs"]}.get(name, {})
+            return sorted((x["name"], x["shape"]) for k in ("inputs", "outputs") for x in p.get(k, []))
+        ok = (pj["model"]["layout"] == "vendor-prefill" and
+              sorted(progs) == ["cross_kv", "encoder", "mel", "prefill", "step"]
+              and want is not None and all(io(pj, n) == io(want, n) for n in ("cross_kv", "step")) and
+              {k: v for k, v in pj["whisper"].items() if k != "notes"} ==
+              {k: v for k, v in want["whisper"].items() if k != "notes"})
+        t.check("vendor/%s: pipeline.json (layout, step and cross_kv io, dims as the Optimum pipeline's)" % target,
+                ok, "" if ok else json.dumps(io(pj, "step"))[:300])
+        oracle_case(W, t, work, export, pipe, "vendor-" + target, clip, False)
+        prefill_case(W, t, work, export, pipe, target)
+    # --model on the vendor pair: compiled into $WLOWER_CACHE on first use, reused after
+    env = dict(os.environ, WLOWER_CACHE=os.path.join(work, "cache-vendor"))
+    shutil.rmtree(env["WLOWER_CACHE"], ignore_errors=True)
+    cmd = [W, "transcribe", clip, "--model", vend, "--target", "ref", "--tokenizer", TOK, "--threads", "1",
+           "--max-tokens", "4"]
+    r1, r2 = run(cmd, env=env), run(cmd, env=env)
+    t.check("vendor: --model compiled on first use, reused after", r1.returncode == 0 and r2.returncode == 0 and
+            "compiling" in r1.stderr and "compiling" not in r2.stderr, (r1.stderr + r2.stderr).strip()[-300:])
+    # positional rows folded to a constant (a static export): one line naming file and node, no output
+    bad = os.path.join(work, "export-vendor-folded")
+    if not os.path.exists(os.path.join(bad, "decoder_prefill.onnx")):
+        vendor_pair(export, bad, fold_positions=True)
+    pipe = os.path.join(work, "pipe-vendor-folded")
+    shutil.rmtree(pipe, ignore_errors=True)
+    r = run([W, bad, "--pipeline", "whisper", "--target", "ref", "-o", pipe])
+    ok, det = one_line_error(r, 1, os.path.join(bad, "decoder_prefill.onnx") + ": node ")
+    t.check("vendor pair with folded positional rows: one line naming file and node, exit 1, no output",
+            ok and "positional rows are a constant" in r.stderr and not os.path.exists(pipe), det)
+
+
+def prefill_case(W, t, work, export, pipe, target):
+    """The derived prefill program (prompt rows in one run, self-attention presents) against ONNX
+    Runtime's decoder_model.onnx on the same prompt and encoder states: logits and presents >= 100 dB."""
+    d = os.path.join(work, "prefill-" + target)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "in"))
+    g = np.random.default_rng(3)
+    ids = np.array([[50258, 50259, 50359, 50363]], np.int64)
+    enc = g.standard_normal((1, 100, 64)).astype(np.float32)
+    np.save(os.path.join(d, "in", "ids.npy"), ids)
+    np.save(os.path.join(d, "in", "enc.npy"), enc)
+    ort = os.path.join(work, "prefill-ort")      # the same inputs for every target: ONNX Runtime once
+    r = run(["true"]) if os.path.exists(ort) else run(
+        ["node", os.path.join(HERE, "ort_run.js"), os.path.join(export, "decoder_model.onnx"), ort,
+         "input_ids=" + os.path.join(d, "in", "ids.npy"), "encoder_hidden_states=" + os.path.join(d, "in", "enc.npy"),
+         "--threads", "1"])
+    if r.returncode:
+        t.check("vendor/%s: prefill: ONNX Runtime decoder_model" % target, False, r.stderr.strip()[-300:])
+        return
+    prog = os.path.join(pipe, "prefill")
+    prog = prog if target == "host" else os.path.join(prog, "model.onnx")
+    cmd = [W, "run", prog, "--input", "input_ids=" + os.path.join(d, "in", "ids.npy"), "--output-dir",
+           os.path.join(d, "got"), "--threads", "1"]
+    for i in range(2):
+        for kv in ("key", "value"):
+            src = os.path.join(ort, "present.%d.encoder.%s.npy" % (i, kv))
+            cmd += ["--input", "past_key_values.%d.encoder.%s=%s" % (i, kv, src)]
+    r = run(cmd)
+    if r.returncode:
+        t.check("vendor/%s: prefill program runs" % target, False, r.stderr.strip()[-300:])
+        return
+    names = ["logits"] + ["present.%d.decoder.%s" % (i, kv) for i in range(2) for kv in ("key", "value")]
+    worst = min(psnr(np.load(os.path.join(ort, n + ".npy")), np.load(os.path.join(d, "got", n + ".npy")))
+                for n in names)
+    t.check("vendor/%s: prefill program (4 prompt rows, presents) vs ONNX Runtime's decoder_model >= 100 dB" % target,
+            worst >= 100, "worst %.1f dB" % worst)
 
 
 def tranges_of(path):
@@ -515,6 +640,8 @@ def main():
         t.check("nbits/%s: compile" % target, False, r.stderr.strip()[-300:])
     else:
         oracle_case(W, t, work, q, qpipe, "nbits-" + target, clip, False)
+    # the vendor pair (step and cross_kv derived from the static 4-token prefill)
+    vendor_cases(W, t, work, export, clip, [x for x in a.targets.split(",") if x == "ref" or not a.light], pipes)
     pipe = pipes.get("host") or pipes.get("ref")
     if not pipe:
         print("whisper-pipeline: %d passed, %d failed" % (t.passed, len(t.failed) + 1))
