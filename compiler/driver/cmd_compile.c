@@ -90,6 +90,13 @@ static const char usage_main[] =
 "                        'wlower transcribe' (mel, encoder, cross_kv, step) into PIPE_DIR\n"
 "                        (qc-*: mel, encoder and step on Chimera, cross_kv on the\n"
 "                        reference executor: no CCL kernel for its Reshape/Transpose)\n"
+"  --precision fp32|fp32dec-lmq8\n"
+"                        --pipeline whisper: fp32 (default), or fp32dec-lmq8 as the\n"
+"                        reference export: encoder and decoder linears float, LM head\n"
+"                        int8 per-output-channel weights with an int8 static input\n"
+"                        (scale and zero point from the LM-head inputs of the --calibrate\n"
+"                        clips, required on every target), token embedding int8 rowwise;\n"
+"                        recorded in pipeline.json \"precision\"\n"
 "  --calibrate PROMPTS.txt  llm, qc-*: ranges from float decoding (ref) from each prompt\n"
 "                        (one a line, comma-separated ids) to max_seq: every tensor at every\n"
 "                        position, the KV cache included; kept as PIPE_DIR/<program>.tranges\n"
@@ -135,7 +142,7 @@ static int bad_input(const Diag *d)
 }
 
 typedef struct Options {
-	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline;
+	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline, *precision;
 	long cores, macs_per_pe, threads, prefill_rows;
 	double ocm, clock, ext_bw, calibrate_margin;
 	bool argmax_on_device;
@@ -178,6 +185,7 @@ static const OptSpec compile_opts[] = {
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	{"--prefill-rows", NULL, OPT_INT, O(prefill_rows), 1, 1 << 16, false, "%s: '%s' is not 1..65536"},
 	{"--argmax-on-device", NULL, OPT_FLAG, O(argmax_on_device)},
+	{"--precision", NULL, OPT_STRING, O(precision)},
 	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},
 	{"--ocm", NULL, OPT_SIZE, O(ocm), 65536, 1e12, false, "%s: '%s' is not a size like 32MB (at least 64KB)"},
@@ -397,6 +405,8 @@ static int compile_target(Options *o, TargetKind kind)
 		                   .to = &to, .pipe = &o->pipe, .calibrate = o->calibrate.v, .ncalibrate = o->calibrate.n, .tranges_dir = o->tranges,
 		                   .calibrate_margin = o->calibrate_margin, .prefill_rows = o->prefill_rows,
 		                   .argmax_on_device = o->argmax_on_device};
+		Lmq8Calib lc = {0};
+		pa.lmq8 = o->precision && strcmp(o->precision, "fp32dec-lmq8") == 0 ? &lc : NULL;
 		return cmd_compile_pipeline(&pa);
 	}
 
@@ -481,6 +491,10 @@ static int dispatch(Options *o)
 	if (given(o, "--calibrate-margin") && !o->calibrate.n)
 		return cmd_usage(NULL, "%s", "--calibrate-margin goes with --calibrate");
 	bool llm = o->pipeline && strcmp(o->pipeline, "llm") == 0;
+	if (o->precision && strcmp(o->precision, "fp32") != 0 && strcmp(o->precision, "fp32dec-lmq8") != 0)
+		return cmd_usage(NULL, "--precision: unknown precision '%s' (fp32, fp32dec-lmq8)", o->precision);
+	if (o->precision && (!o->pipeline || strcmp(o->pipeline, "whisper") != 0))
+		return cmd_usage(NULL, "%s", "--precision goes with --pipeline whisper");
 	if (o->argmax_on_device && !llm)
 		return cmd_usage(NULL, "%s", "--argmax-on-device goes with --pipeline llm");
 	if (llm && o->pipe.fuse.append_argmax)
@@ -489,13 +503,18 @@ static int dispatch(Options *o)
 	if (o->pipeline && o->target && strcmp(o->target, "ref") == 0) {
 		if (first_given(o, chimera_only) || first_given(o, host_only) || !o->out)
 			return cmd_usage(NULL, "%s", "--target ref takes no hardware options and needs -o DIR");
-		if (o->calibrate.n || o->tranges)
-			return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float)");
+		bool lmq8 = o->precision && strcmp(o->precision, "fp32dec-lmq8") == 0;
+		if (o->tranges || (o->calibrate.n && !lmq8))
+			return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float; "
+			                 "--calibrate also with --precision fp32dec-lmq8)");
 		TargetOptions to = {.target_name = "ref", .model_path = o->model, .fuse = o->pipe.fuse,
 		                    .t_start_ms = wl_now_ms()};
+		Lmq8Calib lc = {0};
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = "ref", .out = o->out, .ref = true,
 		                   .to = &to, .pipe = &o->pipe, .prefill_rows = o->prefill_rows,
-		                   .argmax_on_device = o->argmax_on_device};
+		                   .argmax_on_device = o->argmax_on_device, .calibrate = o->calibrate.v,
+		                   .ncalibrate = o->calibrate.n, .calibrate_margin = o->calibrate_margin,
+		                   .lmq8 = lmq8 ? &lc : NULL};
 		return cmd_compile_pipeline(&pa);
 	}
 	if (o->pipeline && !o->target)

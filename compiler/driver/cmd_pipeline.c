@@ -714,6 +714,7 @@ static int calibrate(const PipelineArgs *pa, const char *dir, Diag *d)
 	ra.ncalibrate = 0;
 	ra.tranges_dir = NULL;
 	ra.argmax_on_device = false;     /* the logits observed: the argmax head's ranges are these */
+	ra.lmq8 = NULL;                  /* the float pipeline is the one observed */
 	int rc = mkdir_p(cdir, d);
 	rc = rc ?: build_pipeline(&ra, cdir, wl_now_ms(), d);
 	if (rc == WL_OK)
@@ -748,14 +749,20 @@ int cmd_compile_pipeline(const PipelineArgs *pa)
 	if (strcmp(pa->kind, "llm") != 0 && !whisper)
 		return cmd_usage(NULL, "--pipeline: unknown kind '%s' (llm, whisper)", pa->kind);
 	bool qc = !pa->ref && pa->to->kind != TARGET_HOST;
+	if (pa->lmq8 && !whisper)
+		return cmd_usage(NULL, "%s", "--precision fp32dec-lmq8 goes with --pipeline whisper");
+	if (pa->lmq8 && !pa->ncalibrate)
+		return cmd_usage(NULL, "--precision fp32dec-lmq8 needs --calibrate AUDIO (repeatable: the clips whose LM-head "
+		                 "inputs set the int8 input scale)%s", qc ? "; --tranges alone does not calibrate it" : "");
 	if (qc && !pa->ncalibrate == !pa->tranges_dir)
 		return cmd_usage(NULL, "--pipeline %s with --target %s needs --calibrate %s or --tranges DIR (one of "
 		                 "them: the ranges of every tensor of every program)", pa->kind, pa->target,
 		                 whisper ? "AUDIO" : "PROMPTS.txt");
 	if (!whisper && pa->ncalibrate > 1)
 		return cmd_usage(NULL, "--pipeline llm takes one --calibrate PROMPTS.txt (%d given)", pa->ncalibrate);
-	if (!qc && (pa->ncalibrate || pa->tranges_dir))
-		return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float)");
+	if (!qc && (pa->tranges_dir || (pa->ncalibrate && !pa->lmq8)))
+		return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float; "
+		                 "--calibrate also with --precision fp32dec-lmq8)");
 	double t0 = wl_now_ms();
 	char *tmp = NULL;
 	if (outdir_begin(pa->out, &tmp, &d) != WL_OK)

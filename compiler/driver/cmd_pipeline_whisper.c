@@ -40,6 +40,13 @@
  * CCL kernel; it runs once per window); pipeline.json says so in
  * "whisper"."notes".
  *
+ * --precision fp32dec-lmq8 (whisper_lmq8.c; needs --calibrate AUDIO on every
+ * target): the step's LM head int8 (ai.wlower.QMatMul, input scale and zero
+ * point from the LM head's inputs over the clips) and its token embedding
+ * int8 row-wise (ai.wlower.QGather); pipeline.json "precision" records it
+ * with the calibration facts. The ranges of the qc-* programs come from the
+ * same float calibration run.
+ *
  * pipeline.json "whisper": the dims, the special token ids of Whisper's
  * multilingual vocabulary (by position from the vocab size: 51865 for
  * tiny..large-v2, 51866 for large-v3), and "host_contract" (audio framing,
@@ -227,8 +234,13 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 	if (cross_kv_module(dec, &c, &m, d) != WL_OK ||
 	    pipeline_compile_module(&aref, m, dec, kv_dims, 4, "cross_kv", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
-	if (model_read(step, &m, d) != WL_OK ||
-	    pipeline_compile_module(&astep, m, step, step_dims, 4, "step", dir, false, programs, d) != WL_OK)
+	if (model_read(step, &m, d) != WL_OK)
+		return WL_ERR;
+	if (pa->lmq8 && lmq8_rewrite(pa, m, step, c.vocab, cJSON_AddObjectToObject(root, "precision"), d) != WL_OK) {
+		module_free(m);
+		return WL_ERR;
+	}
+	if (pipeline_compile_module(&astep, m, step, step_dims, 4, "step", dir, false, programs, d) != WL_OK)
 		return WL_ERR;
 	/* the runtime writes each present's one row into the cache (whisper.c) */
 	const cJSON *sp = cJSON_GetArrayItem(programs, cJSON_GetArraySize(programs) - 1);
@@ -277,7 +289,11 @@ int whisper_calibrate(const PipelineArgs *pa, const char *cdir, const char *dir,
 	}
 	if (tty)
 		fputc('\n', stderr);
-	rc = rc ?: calib_programs_write(pa, &cp, dir, whisper_qc_programs, "--calibrate (the clips)", d);
+	for (int i = 0; rc == WL_OK && pa->lmq8 && i < cp.n; i++)     /* --precision fp32dec-lmq8 */
+		if (strcmp(cp.name[i], "step") == 0)
+			rc = lmq8_observe(pa, program_module(cp.prog[i]), cp.cal[i], program_stats(cp.prog[i])->runs, d);
+	if (!pa->ref && pa->to->kind != TARGET_HOST)
+		rc = rc ?: calib_programs_write(pa, &cp, dir, whisper_qc_programs, "--calibrate (the clips)", d);
 	calib_programs_free(&cp);
 	whisper_close(w);
 	return rc;
