@@ -39,6 +39,12 @@
    ../shared/data/README.md's transcripts, segments in time order; every window's ids equal the
    ONNX Runtime loop (window 1 with <|startofprev|> + window 0's ids, as openai-whisper conditions
    on the previous text), per-step logits >= 100 dB.
+   --precision fp32dec-lmq8 on host (when host is a --fit-target; calibrated on a 2 s cut of
+   jfk.wav): pipeline.json "precision" (clips, vectors, the input scale and zero point recomputed
+   from the recorded range, LM-head bytes d·V of 4·d·V), one QMatMul and one QGather in step, the
+   step's weights.bin 3/4 of both [V, d] tables smaller than the float pipeline's, jfk.wav and the
+   LibriSpeech clip give the README transcripts and the float host pipeline's ids, logits >= 20 dB
+   vs the float pipeline's; without --calibrate and with an unknown --precision: usage errors.
 6. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
    a pipeline whose step program was altered; --beam-size 0, --patience 0; -o with an unknown
