@@ -122,7 +122,8 @@ static int rewrite_head(const PipelineArgs *pa, Module *m, const char *model, in
 	Value *w = mm->ninputs == 2 ? mm->inputs[1] : NULL;
 	if (mm->op != OP_MatMul || !x || !float_2d(w) || w->init->dims[1] != vocab)
 		return diag_fail(d, "%s: node '%s': the LM head is %s%s%s; --precision fp32dec-lmq8 needs a MatMul of a "
-		                 "constant float [d_model, %lld] weight", model, mm->name, mm->op_type,
+		                 "constant float [d_model, %lld] weight", model, mm->name && *mm->name ? mm->name : "(unnamed, "
+		                 "producing 'logits')", mm->op_type,
 		                 w ? " reading " : "", w ? w->name : "", (long long)vocab);
 	const Tensor *t = w->init;
 	int64_t K = t->dims[0], N = t->dims[1];
