@@ -767,8 +767,8 @@ int cmd_compile_pipeline(const PipelineArgs *pa)
 	char *tmp = NULL;
 	if (outdir_begin(pa->out, &tmp, &d) != WL_OK)
 		return cmd_error(NULL, &d);
-	int rc = WL_OK;
-	if (pa->ncalibrate)
+	int rc = pa->lmq8 ? whisper_lmq8_precheck(pa, &d) : WL_OK;
+	if (rc == WL_OK && pa->ncalibrate)
 		rc = calibrate(pa, tmp, &d);
 	else if (pa->tranges_dir)
 		rc = copy_tranges(pa, tmp, &d);

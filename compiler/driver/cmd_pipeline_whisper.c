@@ -254,6 +254,32 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 	return WL_OK;
 }
 
+/* --precision fp32dec-lmq8, before the calibration run: the step graph has
+ * the LM head and token embedding the rewrite needs (whisper_lmq8.c), so
+ * that a graph without them fails at once, not after the clips. */
+int whisper_lmq8_precheck(const PipelineArgs *pa, Diag *d)
+{
+	WhisperConfig c;
+	cJSON *cfg;
+	char step[4096];
+	if (read_config(pa->src, &c, &cfg, d) != WL_OK)
+		return WL_ERR;
+	cJSON_Delete(cfg);
+	if (need_file(pa->src, "decoder_with_past_model.onnx", step, sizeof step, d) != WL_OK)
+		return WL_ERR;
+	Module *m;
+	if (model_read(step, &m, d) != WL_OK)
+		return WL_ERR;
+	Lmq8Calib probe = {.lo = -1, .hi = 1, .vectors = 1, .done = true};
+	PipelineArgs pp = *pa;
+	pp.lmq8 = &probe;
+	cJSON *rec = cJSON_CreateObject();
+	int rc = lmq8_rewrite(&pp, m, step, c.vocab, rec, d);
+	cJSON_Delete(rec);
+	module_free(m);
+	return rc;
+}
+
 const char *const whisper_qc_programs[] = {"mel", "encoder", "step", NULL};
 
 int whisper_calibrate(const PipelineArgs *pa, const char *cdir, const char *dir, Diag *d)

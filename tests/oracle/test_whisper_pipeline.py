@@ -44,7 +44,8 @@
    from the recorded range, LM-head bytes d·V of 4·d·V), one QMatMul and one QGather in step, the
    step's weights.bin 3/4 of both [V, d] tables smaller than the float pipeline's, jfk.wav and the
    LibriSpeech clip give the README transcripts and the float host pipeline's ids, logits >= 20 dB
-   vs the float pipeline's; without --calibrate and with an unknown --precision: usage errors.
+   vs the float pipeline's; without --calibrate and with an unknown --precision: usage errors; an
+   LM head that is not a MatMul (the <|endoftext|>-biased copy): one line naming the node, exit 1.
 6. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
    a pipeline whose step program was altered; --beam-size 0, --patience 0; -o with an unknown
@@ -238,6 +239,16 @@ def lmq8_case(W, t, work, fit, clips):
     r = run([W, fit, "--pipeline", "whisper", "--target", "host", "--precision", "int4", "-o", pipe])
     ok, det = one_line_error(r, 2, "--precision: unknown precision 'int4'")
     t.check("lmq8: --precision int4 a usage error", ok and not os.path.exists(pipe), det)
+    # an LM head that is not a MatMul of a constant weight (logits = MatMul + a bias Add): one line naming
+    # the node, before any calibration run
+    eot = os.path.join(work, "fitted-eot")
+    if not os.path.exists(os.path.join(eot, "decoder_with_past_model.onnx")):
+        eot_biased(fit, eot, 1.0)
+    r = run([W, eot, "--pipeline", "whisper", "--target", "host", "--precision", "fp32dec-lmq8", "--calibrate",
+             os.path.join(work, "no-such-clip.wav"), "-o", pipe])
+    ok, det = one_line_error(r, 1, "the LM head is Add reading eot_bias")
+    t.check("lmq8: an LM head that is not a MatMul of a constant weight: one line naming it, exit 1, nothing "
+            "left", ok and not os.path.exists(pipe) and "decoder_with_past_model.onnx" in r.stderr, det)
     # calibration: 2 s of jfk.wav (3..5 s) at 0.8 gain, none of the clips transcribed below
     _, _, pj = read_wav(JFK)
     cal = os.path.join(work, "fitcal-lmq8.wav")
