@@ -225,6 +225,8 @@ def fitted_cases(W, t, work, targets):
                 prev += got
     if "host" in targets:
         lmq8_case(W, t, work, fit, clips[:2])
+    else:
+        print("  --precision fp32dec-lmq8 case not run: host is not a --fit-target (%s)" % ",".join(targets))
 
 
 def lmq8_case(W, t, work, fit, clips):
