@@ -248,7 +248,7 @@ typedef struct Lmq8Calib {
 	int64_t vectors;                     /* LM-head input rows observed */
 	bool done;
 } Lmq8Calib;
-int lmq8_observe(const PipelineArgs *pa, const Module *step, const void *cal, int64_t runs, Diag *d);
+int lmq8_observe(const PipelineArgs *pa, const Module *step, struct Calib *cal, int64_t runs, Diag *d);
 int lmq8_rewrite(const PipelineArgs *pa, Module *step, const char *model, int64_t vocab, struct cJSON *rec, Diag *d);
 /* cmd_pipeline_whisper.c: the rewrite tried on the step graph before calibrating (fails fast). */
 int whisper_lmq8_precheck(const PipelineArgs *pa, Diag *d);

@@ -65,14 +65,14 @@ static Value *lm_head_input(const Graph *g, Node **prod)
 	return NULL;
 }
 
-int lmq8_observe(const PipelineArgs *pa, const Module *step, const void *cal, int64_t runs, Diag *d)
+int lmq8_observe(const PipelineArgs *pa, const Module *step, Calib *cal, int64_t runs, Diag *d)
 {
 	Node *head;
 	Value *x = lm_head_input(step->graph, &head);
 	if (!x)
 		return diag_fail(d, "--precision fp32dec-lmq8: the step program has no LM head (no node producing 'logits')");
 	CalibReport cr;
-	TRanges *tr = calib_collect((Calib *)cal, (Module *)step, "step", runs, 100, &cr);
+	TRanges *tr = calib_collect(cal, (Module *)step, "step", runs, 100, &cr);
 	double lo, hi;
 	bool ok = tranges_get(tr, x->name, &lo, &hi);
 	tranges_free(tr);
