@@ -66,7 +66,7 @@ for c in $CLIPS; do
 		rm -rf "$C/dump-$c-$P"
 		/usr/bin/time -f "transcribe $c $P: %e s wall" "$W" transcribe "$A" --pipeline "$C/pipe-$T-$P" \
 			--tokenizer "$TOK" --threads 1 --dump-logits "$C/dump-$c-$P" -o "$C/$c-$P.json" 2>&1 |
-			grep -E "^\[|transcribe|error" || true
+			grep -E "^\[|transcribe|error|per token|real-time factor" || true
 	done
 done
 $PY - "$C" "$T" "$M" $CLIPS <<'EOF'
