@@ -44,7 +44,8 @@
    from the recorded range, LM-head bytes d·V of 4·d·V), one QMatMul and one QGather in step, the
    step's weights.bin 3/4 of both [V, d] tables smaller than the float pipeline's, jfk.wav and the
    LibriSpeech clip give the README transcripts and the float host pipeline's ids, logits >= 20 dB
-   vs the float pipeline's; without --calibrate and with an unknown --precision: usage errors; an
+   vs the float pipeline's; without --calibrate and with an unknown --precision: usage errors (also
+   of transcribe --model, and --precision with transcribe --pipeline); an
    LM head that is not a MatMul (the <|endoftext|>-biased copy): one line naming the node, exit 1.
 6. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
@@ -241,6 +242,13 @@ def lmq8_case(W, t, work, fit, clips):
     r = run([W, fit, "--pipeline", "whisper", "--target", "host", "--precision", "int4", "-o", pipe])
     ok, det = one_line_error(r, 2, "--precision: unknown precision 'int4'")
     t.check("lmq8: --precision int4 a usage error", ok and not os.path.exists(pipe), det)
+    r = run([W, "transcribe", JFK, "--model", fit, "--target", "host", "--precision", "fp32dec-lmq8", "--tokenizer",
+             TOK])
+    ok, det = one_line_error(r, 2, "--precision fp32dec-lmq8 needs --calibrate AUDIO")
+    t.check("lmq8: transcribe --model --precision fp32dec-lmq8 without --calibrate: usage error", ok, det)
+    r = run([W, "transcribe", JFK, "--pipeline", fpipe, "--precision", "fp32dec-lmq8", "--tokenizer", TOK])
+    ok, det = one_line_error(r, 2, "go with --model, not --pipeline")
+    t.check("lmq8: transcribe --pipeline with --precision: usage error", ok, det)
     # an LM head that is not a MatMul of a constant weight (logits = MatMul + a bias Add): one line naming
     # the node, before any calibration run
     eot = os.path.join(work, "fitted-eot")
