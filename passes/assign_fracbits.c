@@ -253,6 +253,30 @@ static bool input_range(const FB *fb, const Value *v, double *lo, double *hi, bo
 	return false;
 }
 
+/* The range of ai.wlower.QGather's rows: q · scale_r over every row of the
+ * int8 table (ref_quant.c's product, in double). */
+static bool qgather_range(const Node *n, double *lo, double *hi)
+{
+	const Tensor *t = n->ninputs > 1 && n->inputs[0] ? n->inputs[0]->init : NULL;
+	const Tensor *s = t && n->inputs[1] ? n->inputs[1]->init : NULL;
+	if (!t || !s || t->ndim != 2 || tensor_numel(s) != t->dims[0] || t->dims[0] * t->dims[1] <= 0)
+		return false;
+	double a = INFINITY, b = -INFINITY;
+	for (int64_t r = 0; r < t->dims[0]; r++) {
+		double sc = (float)tensor_get_f64(s, r);
+		for (int64_t j = 0; j < t->dims[1]; j++) {
+			double x = (double)(float)(tensor_get_f64(t, r * t->dims[1] + j) * sc);
+			if (x < a) a = x;
+			if (x > b) b = x;
+		}
+	}
+	if (!isfinite(a) || !isfinite(b))
+		return false;
+	*lo = a;
+	*hi = b;
+	return true;
+}
+
 /* Derived range of a node output missing from the tranges. */
 static bool derive(const FB *fb, const Value *v, double *lo, double *hi, const char **why, bool *bound)
 {
@@ -273,6 +297,10 @@ static bool derive(const FB *fb, const Value *v, double *lo, double *hi, const c
 		*why = "Gather of a constant table";
 		*bound = true;
 		return n->ninputs > 0 && n->inputs[0] && n->inputs[0]->init && const_range(n->inputs[0], lo, hi);
+	case OP_WlQGather:
+		*why = "QGather of a constant int8 table";
+		*bound = true;
+		return qgather_range(n, lo, hi);
 	case OP_DequantizeLinear:
 		*why = "DequantizeLinear (int8 scale)";
 		*bound = true;
@@ -311,6 +339,10 @@ static bool static_bound(const FB *fb, const Value *v, double *lo, double *hi, c
 	if (n->op == OP_Gather && n->ninputs > 0 && n->inputs[0] && n->inputs[0]->init) {
 		*why = "Gather of a constant table";
 		return const_range(n->inputs[0], lo, hi);
+	}
+	if (n->op == OP_WlQGather) {
+		*why = "QGather of a constant int8 table";
+		return qgather_range(n, lo, hi);
 	}
 	if ((n->op == OP_Add || n->op == OP_Sub) && n->ninputs == 2 &&
 	    input_range(fb, n->inputs[0], &l0, &h0, &b0) && b0 &&

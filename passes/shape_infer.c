@@ -562,6 +562,16 @@ static int infer_node(SI *s, Node *n)
 			o.d[o.r - 1] = wv && wv->init && wv->init->ndim == 2 ? dv(wv->init->dims[1]) : du();
 		return si_set_out(s, n, 0, n->ninputs > 5 && n->inputs[5] ? DT_INT8 : DT_FLOAT, &o);
 	}
+	case OP_WlQGather: {
+		/* (table [V, D] int8, scale [V] float, ids) -> float [ids..., D] */
+		ish(n, 2, &b);
+		o.r = -1;
+		if (b.r >= 0 && a.r == 2 && b.r + 1 <= MAXR) {
+			o = b;
+			o.d[o.r++] = a.d[1];
+		}
+		return si_set_out(s, n, 0, DT_FLOAT, &o);
+	}
 	case OP_MsMatMulNBits: case OP_WlMatMulNBits: {
 		int64_t K = attr_int(n, "K", -1), N = attr_int(n, "N", -1);
 		if (a.r >= 1 && K >= 0 && clash(a.d[a.r - 1], dv(K)))

@@ -110,6 +110,13 @@ static const char usage_main[] =
 "                        vendor pair also prefill, not run by transcribe) into PIPE_DIR\n"
 "                        (qc-*: every program but prefill on Chimera, with the ranges of\n"
 "                        --calibrate AUDIO... or --tranges DIR)\n"
+"  --precision fp32|fp32dec-lmq8\n"
+"                        --pipeline whisper: fp32 (default), or fp32dec-lmq8 as the\n"
+"                        reference export: encoder and decoder linears float, LM head\n"
+"                        int8 per-output-channel weights with an int8 static input\n"
+"                        (scale and zero point from the LM-head inputs of the --calibrate\n"
+"                        clips, required on every target), token embedding int8 rowwise;\n"
+"                        recorded in pipeline.json \"precision\"\n"
 "  --calibrate PROMPTS.txt  llm, qc-*: ranges from float decoding (ref) from each prompt\n"
 "                        (one a line, comma-separated ids) to max_seq: every tensor at every\n"
 "                        position, the KV cache included; kept as PIPE_DIR/<program>.tranges;\n"
@@ -117,7 +124,8 @@ static const char usage_main[] =
 "                        K/V rows' ranges as PIPE_DIR/kv_cache.tranges\n"
 "  --calibrate AUDIO     whisper, qc-* (repeatable: one clip each): the float pipeline\n"
 "                        transcribes each clip (greedy, timestamps); every tensor of every\n"
-"                        program at every window and decoding step is recorded\n"
+"                        program at every window and decoding step is recorded (any target\n"
+"                        with --precision fp32dec-lmq8: the LM head's inputs)\n"
 "  --calibrate-margin M  widen those ranges M times (default 2: one guard bit; 1: as recorded):\n"
 "                        later prompts go beyond a trace, and a saturated store at one\n"
 "                        position corrupts the KV cache for every later one\n"
@@ -157,7 +165,7 @@ static int bad_input(const Diag *d)
 }
 
 typedef struct Options {
-	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline, *kv_cache;
+	const char *model, *out, *emit, *tranges, *target, *cpu, *pipeline, *kv_cache, *precision;
 	long cores, macs_per_pe, threads, prefill_rows;
 	double ocm, clock, ext_bw, calibrate_margin;
 	bool argmax_on_device;
@@ -203,6 +211,7 @@ static const OptSpec compile_opts[] = {
 	{"--max-seq", NULL, OPT_INT, O(pipe.canon.max_seq), 1, 1 << 24, false, "%s: '%s' is not 1..16777216"},
 	{"--prefill-rows", NULL, OPT_INT, O(prefill_rows), 1, 1 << 16, false, "%s: '%s' is not 1..65536"},
 	{"--argmax-on-device", NULL, OPT_FLAG, O(argmax_on_device)},
+	{"--precision", NULL, OPT_STRING, O(precision)},
 	/* hardware (chimera_only, host_only below): need --target */
 	{"--cores", NULL, OPT_INT, O(cores), 1, 4, false, "%s: '%s' is not 1..4"},
 	{"--ocm", NULL, OPT_SIZE, O(ocm), 65536, 1e12, false, "%s: '%s' is not a size like 32MB (at least 64KB)"},
@@ -423,6 +432,8 @@ static int compile_target(Options *o, TargetKind kind)
 		                   .calibrate_margin = o->calibrate_margin, .prefill_rows = o->prefill_rows,
 		                   .argmax_on_device = o->argmax_on_device,
 		                   .kv_cache_int8 = o->kv_cache && strcmp(o->kv_cache, "int8") == 0};
+		Lmq8Calib lc = {0};
+		pa.lmq8 = o->precision && strcmp(o->precision, "fp32dec-lmq8") == 0 ? &lc : NULL;
 		return cmd_compile_pipeline(&pa);
 	}
 
@@ -507,6 +518,10 @@ static int dispatch(Options *o)
 	if (given(o, "--calibrate-margin") && !o->calibrate.n)
 		return cmd_usage(NULL, "%s", "--calibrate-margin goes with --calibrate");
 	bool llm = o->pipeline && strcmp(o->pipeline, "llm") == 0;
+	if (o->precision && strcmp(o->precision, "fp32") != 0 && strcmp(o->precision, "fp32dec-lmq8") != 0)
+		return cmd_usage(NULL, "--precision: unknown precision '%s' (fp32, fp32dec-lmq8)", o->precision);
+	if (o->precision && (!o->pipeline || strcmp(o->pipeline, "whisper") != 0))
+		return cmd_usage(NULL, "%s", "--precision goes with --pipeline whisper");
 	if (o->argmax_on_device && !llm)
 		return cmd_usage(NULL, "%s", "--argmax-on-device goes with --pipeline llm");
 	if (llm && o->pipe.fuse.append_argmax)
@@ -530,16 +545,18 @@ static int dispatch(Options *o)
 	if (o->pipeline && o->target && strcmp(o->target, "ref") == 0) {
 		if (first_given(o, chimera_only) || first_given(o, host_only) || !o->out)
 			return cmd_usage(NULL, "%s", "--target ref takes no hardware options and needs -o DIR");
-		if ((o->calibrate.n && !kv8) || o->tranges)
+		bool lmq8 = o->precision && strcmp(o->precision, "fp32dec-lmq8") == 0;
+		if (o->tranges || (o->calibrate.n && !kv8 && !lmq8))
 			return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float; "
-			                 "--calibrate also gives the --kv-cache int8 scales)");
+			                 "--calibrate also gives the --kv-cache int8 scales and the fp32dec-lmq8 LM-head scale)");
 		TargetOptions to = {.target_name = "ref", .model_path = o->model, .fuse = o->pipe.fuse,
 		                    .t_start_ms = wl_now_ms()};
+		Lmq8Calib lc = {0};
 		PipelineArgs pa = {.src = o->model, .kind = o->pipeline, .target = "ref", .out = o->out, .ref = true,
 		                   .to = &to, .pipe = &o->pipe, .prefill_rows = o->prefill_rows,
 		                   .argmax_on_device = o->argmax_on_device, .kv_cache_int8 = kv8,
 		                   .calibrate = o->calibrate.v, .ncalibrate = o->calibrate.n,
-		                   .calibrate_margin = o->calibrate_margin};
+		                   .calibrate_margin = o->calibrate_margin, .lmq8 = lmq8 ? &lc : NULL};
 		return cmd_compile_pipeline(&pa);
 	}
 	if (o->pipeline && !o->target)

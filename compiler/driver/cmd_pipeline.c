@@ -774,6 +774,7 @@ static int calibrate(const PipelineArgs *pa, const char *dir, Diag *d)
 	PipelineOptions fp = *pa->pipe;
 	fp.fuse.kv_cache_ranges = NULL;
 	ra.pipe = &fp;
+	ra.lmq8 = NULL;                  /* the float pipeline is the one observed */
 	int rc = mkdir_p(cdir, d);
 	rc = rc ?: build_pipeline(&ra, cdir, wl_now_ms(), d);
 	if (rc == WL_OK)
@@ -821,21 +822,26 @@ int cmd_compile_pipeline(const PipelineArgs *pa)
 	if (strcmp(pa->kind, "llm") != 0 && !whisper)
 		return cmd_usage(NULL, "--pipeline: unknown kind '%s' (llm, whisper)", pa->kind);
 	bool qc = !pa->ref && pa->to->kind != TARGET_HOST;
+	if (pa->lmq8 && !whisper)
+		return cmd_usage(NULL, "%s", "--precision fp32dec-lmq8 goes with --pipeline whisper");
+	if (pa->lmq8 && !pa->ncalibrate)
+		return cmd_usage(NULL, "--precision fp32dec-lmq8 needs --calibrate AUDIO (repeatable: the clips whose LM-head "
+		                 "inputs set the int8 input scale)%s", qc ? "; --tranges alone does not calibrate it" : "");
 	if (qc && !pa->ncalibrate == !pa->tranges_dir)
 		return cmd_usage(NULL, "--pipeline %s with --target %s needs --calibrate %s or --tranges DIR (one of "
 		                 "them: the ranges of every tensor of every program)", pa->kind, pa->target,
 		                 whisper ? "AUDIO" : "PROMPTS.txt");
 	if (!whisper && pa->ncalibrate > 1)
 		return cmd_usage(NULL, "--pipeline llm takes one --calibrate PROMPTS.txt (%d given)", pa->ncalibrate);
-	if (!qc && ((pa->ncalibrate && !pa->kv_cache_int8) || pa->tranges_dir))
+	if (!qc && (pa->tranges_dir || (pa->ncalibrate && !pa->kv_cache_int8 && !pa->lmq8)))
 		return cmd_usage(NULL, "%s", "--calibrate and --tranges are for the qc-* targets (ref and host run float; "
-		                 "--calibrate also gives the --kv-cache int8 scales)");
+		                 "--calibrate also gives the --kv-cache int8 scales and the fp32dec-lmq8 LM-head scale)");
 	double t0 = wl_now_ms();
 	char *tmp = NULL;
 	if (outdir_begin(pa->out, &tmp, &d) != WL_OK)
 		return cmd_error(NULL, &d);
-	int rc = WL_OK;
-	if (pa->kv_cache_int8 && pa->pipe->fuse.kv_cache_ranges)
+	int rc = pa->lmq8 ? whisper_lmq8_precheck(pa, &d) : WL_OK;
+	if (rc == WL_OK && pa->kv_cache_int8 && pa->pipe->fuse.kv_cache_ranges)
 		rc = copy_kv_ranges(pa->pipe->fuse.kv_cache_ranges, tmp, &d);
 	if (rc == WL_OK && pa->ncalibrate)
 		rc = calibrate(pa, tmp, &d);

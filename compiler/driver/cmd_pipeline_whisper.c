@@ -52,6 +52,13 @@
  * cross_kv is compiled for the same target with its own ranges (the
  * calibration observes it once per window), so every program is simulated.
  *
+ * --precision fp32dec-lmq8 (whisper_lmq8.c; needs --calibrate AUDIO on every
+ * target): the step's LM head int8 (ai.wlower.QMatMul, input scale and zero
+ * point from the LM head's inputs over the clips) and its token embedding
+ * int8 row-wise (ai.wlower.QGather); pipeline.json "precision" records it
+ * with the calibration facts. The ranges of the qc-* programs come from the
+ * same float calibration run.
+ *
  * pipeline.json "whisper": the dims, the special token ids of Whisper's
  * multilingual vocabulary (by position from the vocab size: 51865 for
  * tiny..large-v2, 51866 for large-v3), and "host_contract" (audio framing,
@@ -338,8 +345,13 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 	for (int i = 0; i < 9; i++)
 		cJSON_AddNumberToObject(w, keys[i], (double)vals[i]);
 	add_tokens(w, c.vocab);
-	if (model_read(step, &m, d) != WL_OK ||
-	    pipeline_compile_module(&astep, m, step, vendor ? NULL : step_dims, vendor ? 0 : 4, "step", dir, false,
+	if (model_read(step, &m, d) != WL_OK)
+		return WL_ERR;
+	if (pa->lmq8 && lmq8_rewrite(pa, m, step, c.vocab, cJSON_AddObjectToObject(root, "precision"), d) != WL_OK) {
+		module_free(m);
+		return WL_ERR;
+	}
+	if (pipeline_compile_module(&astep, m, step, vendor ? NULL : step_dims, vendor ? 0 : 4, "step", dir, false,
 	                            programs, d) != WL_OK)
 		return WL_ERR;
 	/* the runtime writes each present's one row into the cache (whisper.c) */
@@ -362,6 +374,32 @@ int whisper_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Diag 
 		                        "the prompt through step instead; on qc-* it runs on ref (no ranges recorded)");
 	}
 	return WL_OK;
+}
+
+/* --precision fp32dec-lmq8, before the calibration run: the step graph has
+ * the LM head and token embedding the rewrite needs (whisper_lmq8.c), so
+ * that a graph without them fails at once, not after the clips. */
+int whisper_lmq8_precheck(const PipelineArgs *pa, Diag *d)
+{
+	WhisperConfig c;
+	cJSON *cfg;
+	char step[4096];
+	if (read_config(pa->src, &c, &cfg, d) != WL_OK)
+		return WL_ERR;
+	cJSON_Delete(cfg);
+	if (need_file(pa->src, "decoder_with_past_model.onnx", step, sizeof step, d) != WL_OK)
+		return WL_ERR;
+	Module *m;
+	if (model_read(step, &m, d) != WL_OK)
+		return WL_ERR;
+	Lmq8Calib probe = {.lo = -1, .hi = 1, .vectors = 1, .done = true};
+	PipelineArgs pp = *pa;
+	pp.lmq8 = &probe;
+	cJSON *rec = cJSON_CreateObject();
+	int rc = lmq8_rewrite(&pp, m, step, c.vocab, rec, d);
+	cJSON_Delete(rec);
+	module_free(m);
+	return rc;
 }
 
 const char *const whisper_qc_programs[] = {"mel", "encoder", "cross_kv", "step", NULL};
@@ -399,7 +437,11 @@ int whisper_calibrate(const PipelineArgs *pa, const char *cdir, const char *dir,
 	}
 	if (tty)
 		fputc('\n', stderr);
-	rc = rc ?: calib_programs_write(pa, &cp, dir, whisper_qc_programs, "--calibrate (the clips)", d);
+	for (int i = 0; rc == WL_OK && pa->lmq8 && i < cp.n; i++)     /* --precision fp32dec-lmq8 */
+		if (strcmp(cp.name[i], "step") == 0)
+			rc = lmq8_observe(pa, program_module(cp.prog[i]), cp.cal[i], program_stats(cp.prog[i])->runs, d);
+	if (!pa->ref && pa->to->kind != TARGET_HOST)
+		rc = rc ?: calib_programs_write(pa, &cp, dir, whisper_qc_programs, "--calibrate (the clips)", d);
 	calib_programs_free(&cp);
 	whisper_close(w);
 	return rc;

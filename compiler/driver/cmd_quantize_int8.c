@@ -266,10 +266,8 @@ static bool float_tensor(const Value *v)
 
 /* ---------------------------------------------------------------- numerics */
 
-typedef struct QParams { float scale; int8_t zp; } QParams;
-
-/* quantize_static's compute_scale_zp for int8 activations. */
-static QParams act_params(double lo, double hi, bool sym)
+/* quantize_static's compute_scale_zp for int8 activations (commands.h). */
+QParams act_params(double lo, double hi, bool sym)
 {
 	QParams q = {1.0f, 0};
 	double rmin = lo < 0 ? lo : 0, rmax = hi > 0 ? hi : 0;
@@ -328,7 +326,7 @@ static void pair_add(I8State *s, const Value *v, Value *dq)
 	s->p[s->np++] = (Pair){v, dq};
 }
 
-static Value *new_const(Graph *g, const char *name, int dtype, int ndim, const int64_t *dims, void **data)
+Value *new_const(Graph *g, const char *name, int dtype, int ndim, const int64_t *dims, void **data)
 {
 	Arena *ar = g->mod->arena;
 	Value *v = graph_new_value(g, name);
@@ -350,7 +348,7 @@ static Value *new_like(Graph *g, const Value *v, const char *suffix, int dtype)
 
 /* q = QuantizeLinear(x, s, z) (when x is given) and y = DequantizeLinear(q, s, z),
  * inserted after `after` (NULL: at the start of g). */
-static Value *insert_qdq(Graph *g, Node *after, Value *x, Value *q, Value *sc, Value *zp, int axis,
+Value *insert_qdq(Graph *g, Node *after, Value *x, Value *q, Value *sc, Value *zp, int axis,
                          const Value *like)
 {
 	Arena *ar = g->mod->arena;

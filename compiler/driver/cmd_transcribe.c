@@ -32,7 +32,8 @@ static const char usage_transcribe[] =
 "$XDG_CACHE_HOME/wlower, else ~/.cache/wlower). --model takes the compile options --max-seq,\n"
 "--cpu (host), and for qc-*: --calibrate AUDIO (repeatable) [--calibrate-margin M] or\n"
 "--tranges DIR (one required), --cores, --ocm, --macs-per-pe, --clock, --ext-bw (the\n"
-"calibration clips and ranges are keyed by content).\n"
+"calibration clips and ranges are keyed by content); --precision fp32|fp32dec-lmq8 (lmq8:\n"
+"int8 LM head and embedding, --calibrate AUDIO required on every target; 'wlower --help').\n"
 "\n"
 "  --tokenizer FILE      Whisper's multilingual.tiktoken (default $WLOWER_WHISPER_TOKENIZER,\n"
 "                        else WHISPER_DIR/multilingual.tiktoken of the pipeline's model)\n"
@@ -80,6 +81,7 @@ static const char usage_transcribe[] =
 typedef struct TrArgs {
 	const char *pipeline, *model, *target, *cpu, *max_seq, *tokenizer, *language, *task, *prompt, *out, *dump;
 	const char *margin, *tranges, *cores, *ocm, *macs_per_pe, *clock, *ext_bw;   /* --model, qc-* */
+	const char *precision;                                                       /* --model */
 	OptList calibrate;
 	long max_tokens, threads, seed, beam;
 	double temperature, patience, length_penalty;
@@ -95,6 +97,7 @@ static const OptSpec tr_opts[] = {
 	{"--max-seq", NULL, OPT_STRING, O(max_seq)},
 	{"--calibrate", NULL, OPT_LIST, O(calibrate)},
 	{"--calibrate-margin", NULL, OPT_STRING, O(margin)},
+	{"--precision", NULL, OPT_STRING, O(precision)},
 	{"--tranges", NULL, OPT_STRING, O(tranges)},
 	{"--cores", NULL, OPT_STRING, O(cores)},
 	{"--ocm", NULL, OPT_STRING, O(ocm)},
@@ -195,8 +198,8 @@ static int cached_pipeline(const TrArgs *a, char *dir, size_t n)
 	static const char *const tr_progs[] = {"mel", "encoder", "step"};
 	const char *opts[48] = {"--max-seq", a->max_seq, "--cpu", a->cpu, "--calibrate-margin", a->margin,
 	                        "--tranges", a->tranges, "--cores", a->cores, "--ocm", a->ocm, "--macs-per-pe",
-	                        a->macs_per_pe, "--clock", a->clock, "--ext-bw", a->ext_bw};
-	int nopts = 18;
+	                        a->macs_per_pe, "--clock", a->clock, "--ext-bw", a->ext_bw, "--precision", a->precision};
+	int nopts = 20;
 	char root[2048], key[65], txt[8192];
 	Diag d = {0};
 	int rc = cmd_cache_root(CMD, root, sizeof root);
@@ -471,21 +474,28 @@ int cmd_transcribe(int argc, char **argv)
 	if (rc == CMD_OK && !a.pipeline == !a.model)
 		rc = cmd_usage(CMD, "%s", "give --pipeline PIPE_DIR or --model WHISPER_DIR --target T (one of them)");
 	bool qc = a.target && strncmp(a.target, "qc-", 3) == 0;
-	const char *qc_opt = a.calibrate.n ? "--calibrate" : a.margin ? "--calibrate-margin" : a.tranges ? "--tranges" :
+	/* --precision fp32dec-lmq8 calibrates its LM head on every target */
+	bool lmq8 = a.precision && strcmp(a.precision, "fp32dec-lmq8") == 0;
+	const char *qc_opt = a.calibrate.n && !(lmq8 && !qc) ? "--calibrate" : a.margin ? "--calibrate-margin" : a.tranges ? "--tranges" :
 	                     a.cores ? "--cores" : a.ocm ? "--ocm" : a.macs_per_pe ? "--macs-per-pe" : a.clock ? "--clock" :
 	                     a.ext_bw ? "--ext-bw" : NULL;
 	if (rc == CMD_OK && a.model && (!a.target || (strcmp(a.target, "ref") && strcmp(a.target, "host") &&
 	                                              strcmp(a.target, "qc-n") && strcmp(a.target, "qc-p") &&
 	                                              strcmp(a.target, "qc-u"))))
 		rc = cmd_usage(CMD, "%s", "--model needs --target ref|host|qc-n|qc-p|qc-u");
-	if (rc == CMD_OK && a.pipeline && (a.target || a.max_seq || a.cpu || qc_opt))
-		rc = cmd_usage(CMD, "%s", "--target, --max-seq, --cpu, --calibrate, --tranges and the hardware options go "
-		               "with --model, not --pipeline");
+	if (rc == CMD_OK && a.pipeline && (a.target || a.max_seq || a.cpu || qc_opt || a.precision || a.calibrate.n))
+		rc = cmd_usage(CMD, "%s", "--target, --max-seq, --cpu, --precision, --calibrate, --tranges and the hardware "
+		               "options go with --model, not --pipeline");
 	if (rc == CMD_OK && a.model && !qc && qc_opt)
 		rc = cmd_usage(CMD, "%s is for --target qc-n|qc-p|qc-u", qc_opt);
 	if (rc == CMD_OK && a.model && qc && !a.calibrate.n == !a.tranges)
 		rc = cmd_usage(CMD, "--model with --target %s needs --calibrate AUDIO (repeatable) or --tranges DIR (one "
 		               "of them)", a.target);
+	if (rc == CMD_OK && a.precision && !lmq8 && strcmp(a.precision, "fp32") != 0)
+		rc = cmd_usage(CMD, "--precision: unknown precision '%s' (fp32, fp32dec-lmq8)", a.precision);
+	if (rc == CMD_OK && lmq8 && !a.calibrate.n)
+		rc = cmd_usage(CMD, "%s", "--precision fp32dec-lmq8 needs --calibrate AUDIO (repeatable: the clips whose "
+		               "LM-head inputs set the int8 input scale)");
 	if (rc == CMD_OK && a.calibrate.n > 8)
 		rc = cmd_usage(CMD, "%s", "--calibrate: 8 clips at most with --model (compile the pipeline for more)");
 	if (rc == CMD_OK && strcmp(a.task, "transcribe") && strcmp(a.task, "translate"))

@@ -34,6 +34,16 @@ int cmd_run(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_quantize_int8(int argc, char **argv);   /* cmd_quantize_int8.c: quantize --int8 */
+/* cmd_quantize_int8.c, shared with --precision fp32dec-lmq8 (whisper_lmq8.c):
+ * quantize_static's int8 activation scale and zero point of the range [lo, hi]
+ * (sym: zero point 0); a new constant initializer (its data zeroed, in g's
+ * arena); q = QuantizeLinear(x, sc, zp) when x is given, then y =
+ * DequantizeLinear(q, sc, zp) (axis >= 0: per axis), inserted after `after`
+ * (NULL: at the start of g), named after `like`; returns y. */
+typedef struct QParams { float scale; int8_t zp; } QParams;
+QParams act_params(double lo, double hi, bool sym);
+Value *new_const(Graph *g, const char *name, int dtype, int ndim, const int64_t *dims, void **data);
+Value *insert_qdq(Graph *g, Node *after, Value *x, Value *q, Value *sc, Value *zp, int axis, const Value *like);
 int cmd_sim(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
@@ -58,6 +68,7 @@ typedef struct PipelineArgs {
 	bool argmax_on_device;               /* llm: lm_head → token_ids (GreedyArgMax), not logits */
 	bool kv_cache_int8;                  /* llm: --kv-cache int8 (scales from --calibrate or
 	                                        pipe->fuse.kv_cache_ranges) */
+	struct Lmq8Calib *lmq8;              /* whisper --precision fp32dec-lmq8 (else NULL) */
 } PipelineArgs;
 int cmd_compile_pipeline(const PipelineArgs *pa);
 /* cmd_pipeline.c: module m (freed here; `model` names it in messages) → the
@@ -228,5 +239,20 @@ void calib_programs_free(CalibPrograms *cp);
  * in cdir transcribes each clip, the ranges go to dir. */
 extern const char *const whisper_qc_programs[];
 int whisper_calibrate(const PipelineArgs *pa, const char *cdir, const char *dir, Diag *d);
+/* whisper_lmq8.c: --precision fp32dec-lmq8 of the Whisper pipeline. The
+ * calibration facts (whisper_calibrate fills them from the float step
+ * program: the LM head's input range over every step of every clip), then
+ * the step module rewritten before it is compiled: LM head int8 (QDQ, fused
+ * into ai.wlower.QMatMul), token embedding ai.wlower.QGather; `rec`
+ * (pipeline.json "precision") says what was done. */
+typedef struct Lmq8Calib {
+	double lo, hi;                       /* the LM-head input's observed range */
+	int64_t vectors;                     /* LM-head input rows observed */
+	bool done;
+} Lmq8Calib;
+int lmq8_observe(const PipelineArgs *pa, const Module *step, struct Calib *cal, int64_t runs, Diag *d);
+int lmq8_rewrite(const PipelineArgs *pa, Module *step, const char *model, int64_t vocab, struct cJSON *rec, Diag *d);
+/* cmd_pipeline_whisper.c: the rewrite tried on the step graph before calibrating (fails fast). */
+int whisper_lmq8_precheck(const PipelineArgs *pa, Diag *d);
 
 #endif

@@ -18,7 +18,8 @@
  *                          MultiHeadAttention
  *   ref_contrib.c          com.microsoft Attention
  *   ref_quant.c            QuantizeLinear, DequantizeLinear (ONNX QDQ), ai.wlower
- *                          QMatMul (int8 GEMM, int32 accumulation)
+ *                          QMatMul (int8 GEMM, int32 accumulation), QGather
+ *                          (int8 row-wise embedding table)
  *
  * A kernel is three functions over a KCall (one node, its input and output
  * tensors):
@@ -112,7 +113,8 @@ KFn ref_stem_prepare, ref_stem_infer, ref_stem_run, ref_lm_prepare, ref_lm_infer
 /* ref_contrib.c */
 KFn ref_msa_infer, ref_msa_run;
 /* ref_quant.c */
-KFn ref_qlin_infer, ref_qlin_run, ref_dqlin_infer, ref_dqlin_run, ref_qmm_infer, ref_qmm_run;
+KFn ref_qlin_infer, ref_qlin_run, ref_dqlin_infer, ref_dqlin_run, ref_qmm_infer, ref_qmm_run,
+    ref_qgather_infer, ref_qgather_run;
 KFn ref_if_prepare, ref_if_infer, ref_if_run;            /* ref_control.c */
 
 /* ---------------------------------------------------------------- util */

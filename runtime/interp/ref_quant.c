@@ -296,3 +296,50 @@ int ref_qmm_run(KCall *c, Diag *d)
 	parallel_for(c->pool, M, 1, qmm_rows, &j);
 	return WL_OK;
 }
+
+/* ai.wlower.QGather (table, scale, ids): an int8 row-wise table (int8 rows +
+ * one float scale per row, the fp32dec-lmq8 embedding of the Whisper
+ * pipeline), y[i, :] = (float)table[ids[i], :] · scale[ids[i]] (one float
+ * product: exactly the unfused Gather → Cast → Mul by Gather(scale)).
+ * table [V, D] int8, scale [V] float, ids int64/int32 of any shape →
+ * y float [ids..., D]; ids in [-V, V) (negative from the end). */
+int ref_qgather_infer(KCall *c, Diag *d)
+{
+	if (need_in(c, d, 0, DTM(DT_INT8)) || need_in(c, d, 1, DTM(DT_FLOAT)) || need_in(c, d, 2, DTM_IDX))
+		return WL_ERR;
+	const RTensor *t = c->in[0], *s = c->in[1], *ix = c->in[2];
+	char b1[96], b2[96];
+	if (t->ndim != 2 || rt_numel(s) != t->dims[0])
+		return kfail(c, d, "table '%s' is %s and scale '%s' is %s: expected [V, D] and [V]", kin_name(c, 0),
+		             kdesc(t, b1), kin_name(c, 1), kdesc(s, b2));
+	if (ix->ndim + 1 > RT_MAX_DIMS)
+		return kfail(c, d, "result would have %d dimensions", ix->ndim + 1);
+	int64_t od[RT_MAX_DIMS];
+	memcpy(od, ix->dims, (size_t)ix->ndim * sizeof *od);
+	od[ix->ndim] = t->dims[1];
+	set_out(c->out[0], DT_FLOAT, ix->ndim + 1, od);
+	return WL_OK;
+}
+
+__attribute__((optimize("fp-contract=off")))
+int ref_qgather_run(KCall *c, Diag *d)
+{
+	const RTensor *t = c->in[0], *s = c->in[1], *ix = c->in[2];
+	int64_t V = t->dims[0], D = t->dims[1], ni = rt_numel(ix);
+	const int8_t *tab = t->data;
+	float *y = c->out[0]->data;
+	for (int64_t k = 0; k < ni; k++) {
+		int64_t v = get_i64(ix->data, ix->dtype, k);
+		if (v < -V || v >= V) {
+			const Value *iv = c->node->inputs[2];
+			return diag_index_range(d, iv->name, iv->is_input ? INDEX_GRAPH_INPUT : 0, c->node->name,
+			                        c->node->op_type, ix->ndim, ix->dims, k, v, V);
+		}
+		if (v < 0)
+			v += V;
+		float sc = fget(s, v);
+		for (int64_t j = 0; j < D; j++)
+			y[k * D + j] = (float)tab[v * D + j] * sc;
+	}
+	return WL_OK;
+}

@@ -111,6 +111,7 @@ static const Kernel ref_kernels[OP_COUNT_] = {
 	[OP_QuantizeLinear] = {NULL, ref_qlin_infer, ref_qlin_run, 0, false, ~0u},
 	[OP_DequantizeLinear] = {NULL, ref_dqlin_infer, ref_dqlin_run, 0, false, ~0u},
 	[OP_WlQMatMul] = {NULL, ref_qmm_infer, ref_qmm_run, 0, false, ~0u},
+	[OP_WlQGather] = {NULL, ref_qgather_infer, ref_qgather_run, 0, false, ~0u},
 };
 
 const Kernel *ref_kernel(Op op)

@@ -40,6 +40,18 @@
 
 #define ALIGN 64u
 
+/* The bytes a gathering kernel reads of a table blob of len bytes: one row
+ * of len / V bytes per id (Gather: the float/fixed table; QGather: the int8
+ * rows and the {M, Q} row scales), ids the last input, V the table's rows. */
+static uint64_t gathered_bytes(const Node *n, size_t len)
+{
+	const Value *t = n->inputs[0], *ids = n->inputs[n->ninputs - 1];
+	int64_t V = t && t->init && t->init->ndim >= 1 ? t->init->dims[0] : 0;
+	if (V <= 0 || !ids)
+		return (uint64_t)len;
+	return (uint64_t)(len / (size_t)V) * (uint64_t)type_numel(&ids->type);
+}
+
 static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 
 static uint64_t ddr_alloc(ChModule *cm, uint64_t bytes)
@@ -134,7 +146,7 @@ int ch_alloc(ChModule *cm, Diag *d)
 				k->blob_expr[b] = use_buf(cm, k, name, "weight", CH_MEM_OCM, off, bl->len);
 			} else {
 				k->blob_expr[b] = use_buf(cm, k, name, "weight", CH_MEM_W, woff, bl->len);
-				k->direct_ext_read += gather ? (uint64_t)type_numel(&n->outputs[0]->type) * 4u : bl->len;
+				k->direct_ext_read += gather ? gathered_bytes(n, bl->len) : bl->len;
 			}
 		}
 		/* 2. inputs */

@@ -8,6 +8,7 @@ static const HgKernel hg_kernels[OP_COUNT_] = {
 	[OP_WlQMatMul] = {hg_emit_qmatmul, hg_scratch_qmatmul},
 	[OP_QuantizeLinear] = {hg_emit_qdq, NULL},
 	[OP_DequantizeLinear] = {hg_emit_qdq, NULL},
+	[OP_WlQGather] = {hg_emit_qgather, NULL},
 	[OP_WlWhisperAttention] = {hg_emit_whisper_attention, hg_scratch_whisper_attention},
 	[OP_WlGroupQueryAttention] = {hg_emit_gqa, hg_scratch_gqa},
 	[OP_WlConvStem] = {hg_emit_conv_stem, hg_scratch_conv_stem},

@@ -265,6 +265,8 @@ int hg_emit_rmsnorm(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
  * node are positive and finite (errors name node and tensor). */
 int hg_prepare_qdq(HostGen *g, Node *n, Diag *d);
 int hg_emit_qdq(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
+/* ai.wlower.QGather: the int8 row-wise embedding table (kgen_quant.c) */
+int hg_emit_qgather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_check_scales(HostGen *g, const Node *n, Diag *d);
 
 /* hg_share.c: nodes with the same kernel key (op, attributes, input and

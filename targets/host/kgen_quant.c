@@ -206,3 +206,49 @@ int hg_emit_qdq(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	hg_par_end(g, &par);
 	return WL_OK;
 }
+
+/* ---------------------------------------------------------------- QGather */
+
+/* ai.wlower.QGather (table [V, D] int8, scale [V] float, ids) → y float
+ * [ids..., D]: y[i, j] = (float)table[id, j] · scale[id], one float product
+ * as ref_quant.c's ref_qgather_run; ids checked against [-V, V) as Gather's
+ * (hg_index_check: the error names the node). */
+int hg_emit_qgather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
+{
+	if (n->ninputs != 3 || n->noutputs != 1 || !n->inputs[0] || !n->inputs[1] || !n->inputs[2] || !n->outputs[0])
+		return diag_fail(d, "%s: node '%s': QGather needs 3 inputs and 1 output", hg_model_name(g), n->name);
+	const Value *tab = n->inputs[0], *ind = n->inputs[2];
+	int64_t dd[8];
+	int dr = hg_dims(g, n, tab, dd, d);
+	if (dr < 0)
+		return WL_ERR;
+	if (dr != 2 || tab->type.elem != DT_INT8 || n->inputs[1]->type.elem != DT_FLOAT)
+		return diag_fail(d, "%s: node '%s': tensor '%s': QGather needs an int8 [V, D] table and a float scale",
+		                 hg_model_name(g), n->name, tab->name);
+	if (ind->type.elem != DT_INT64 && ind->type.elem != DT_INT32)
+		return diag_fail(d, "%s: node '%s': tensor '%s': indices must be int64 or int32", hg_model_name(g), n->name,
+		                 ind->name);
+	int64_t V = dd[0], D = dd[1], nidx = hg_numel(ind);
+	if (nidx == 0 || D == 0)
+		return WL_OK;
+	LLVMBuilderRef b = g->b;
+	LLVMTypeRef it = ind->type.elem == DT_INT64 ? g->t_i64 : g->t_i32;
+	LLVMValueRef tp = hg_arg(g, fn, 0), sp = hg_arg(g, fn, 1), ip = hg_arg(g, fn, 2), yp = hg_arg(g, fn, 3);
+	LLVMValueRef site = hg_index_site(g, n, fn, ind, V, 0);
+	HgLoop l;
+	LLVMValueRef i = hg_loop_begin(g, &l, hg_i64(g, 0), hg_i64(g, nidx), 1, "i");
+	LLVMValueRef k = hg_load(g, it, ip, i);
+	if (it != g->t_i64)
+		k = LLVMBuildSExt(b, k, g->t_i64, "");
+	k = hg_index_check(g, fn, site, i, k, V, 0);
+	LLVMValueRef sc = hg_load(g, g->t_f32, sp, k);
+	LLVMValueRef src = LLVMBuildMul(b, k, hg_i64(g, D), ""), dst = LLVMBuildMul(b, i, hg_i64(g, D), "");
+	HgLoop lj;
+	LLVMValueRef j = hg_loop_begin(g, &lj, hg_i64(g, 0), hg_i64(g, D), 1, "j");
+	LLVMValueRef q = hg_load(g, g->t_i8, tp, LLVMBuildAdd(b, src, j, ""));
+	LLVMValueRef v = LLVMBuildFMul(b, LLVMBuildSIToFP(b, q, g->t_f32, ""), sc, "");
+	hg_store(g, v, yp, LLVMBuildAdd(b, dst, j, ""));
+	hg_loop_end(g, &lj);
+	hg_loop_end(g, &l);
+	return WL_OK;
+}

@@ -93,6 +93,10 @@ static const Case cases[] = {
 	{"embedding",
 	 HDR "g (float[50,16] tab, int64[1,5] ids) => (float[1,5,16] y) {\n  y = Gather <axis = 0> (tab, ids)\n}\n",
 	 "tab:-1:1", "ids:0:49", 0, 0, 140},
+	{"qembedding",
+	 HDR "g (int8[50,16] tab, float[50] s, int64[1,5] ids) => (float[1,5,16] y) {\n"
+	 "  y = ai.wlower.QGather (tab, s, ids)\n}\n",
+	 "tab:-128:127,s:0.001:0.05", "ids:0:49", 0, 0, 140},
 	{"argmax",
 	 HDR "g (float[3,50] x) => (int32[3] y) {\n  y = ai.wlower.GreedyArgMax (x)\n}\n", "", "", 0, 0, 0},
 	{"whisper_self",

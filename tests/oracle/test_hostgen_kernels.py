@@ -10,6 +10,7 @@ The int8 GEMM (ai.wlower.QMatMul, kgen_qmatmul.c) and the int8 edges
 has AVX512-VNNI), AVX-VNNI 256-bit (--cpu alderlake, only where the CPU has
 avx_vnni), pmaddwd 512-bit (WLOWER_HOST_NO_VNNI=1) and AVX2 pmaddwd
 (--cpu x86-64-v3).
+ai.wlower.QGather (int8 rows x a float scale per row, kgen_quant.c) too, bit-exact.
 Shapes are chosen to hit the tails (N not a multiple of the panel width, M
 not a multiple of MR, K not a multiple of the vector width, splits).
 
@@ -203,6 +204,18 @@ def gather(name, rng):
     return name, g, {"ids": idx}
 
 
+def qgather(name, rng):
+    """ai.wlower.QGather: int8 rows times one float scale per row (a zero-scale
+    row of zeros too), int32 ids with a negative one; bit for bit."""
+    tab = rng.integers(-128, 128, (50, 24), dtype=np.int8)
+    tab[7] = 0
+    sc = (rng.random(50) * 0.05 + 1e-3).astype(np.float32)
+    sc[7] = 0
+    idx = np.array([[3, 0, 49, -1, 7]], dtype=np.int32)
+    g = graph(["y = ai.wlower.QGather (t, s, ids)"], {"ids": idx}, {"t": tab, "s": sc}, [("y", "float", (1, 5, 24))])
+    return name, g, {"ids": idx}, {"exact": True}
+
+
 def argmax(name, rng):
     x = rnd(rng, (2, 3, 100))
     x[0, 1, 7] = x[0, 1, 9] = 50.0   # tie: first index
@@ -380,7 +393,7 @@ def cases(rng):
         heads("reshape_transpose", rng),
         qdq_tensor("qdq_tensor", rng),
         qdq_axis("qdq_axis", rng),
-    ] + qmm_cases(rng)
+    ] + qmm_cases(rng) + [qgather("qgather", rng)]
 
 
 def run_case(wlower, work, name, text, feeds, threads, opts=None):

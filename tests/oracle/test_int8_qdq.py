@@ -38,6 +38,9 @@ graph (int8 KV cache, attention_mask, LM head) quantized the same way
 (calibrated on qwen2.py's samples: int8 and int64 inputs take no synthetic
 samples) compiled for qc-u, cost model only (its simulation and the
 full-size figures: bench/qwen2_int8_qc.py).
+ai.wlower.QGather (the int8 rowwise embedding of --precision fp32dec-lmq8) on
+the reference executor and on host equals ONNX Runtime on its unfused form
+(Gather of the int8 table -> Cast -> Mul by Gather of the row scales) bit for bit.
 The residual adds are found by structure, not by name: Add nodes with two
 activation inputs and a [1,S,H] output. Exits 1 on any failure.
 """
@@ -184,6 +187,45 @@ def chimera(wlower, work, gen, fmodel, xin, f_out, res):
     rd = report_bytes(r.stdout, "external bytes read")
     check(wb <= 0.3 * fb and wb <= rd < fb, "qc-u single token: weights %d B, external bytes read %d B (cost "
           "model), float32 MatMul weights %d B" % (wb, rd, fb))
+def qgather_case(wlower, work):
+    """ai.wlower.QGather (the int8 rowwise embedding of --precision fp32dec-lmq8) on the reference
+    executor and on host against ONNX Runtime on its unfused form, Gather(int8 table) -> Cast ->
+    Mul by Gather(scale [V, 1]): equal bit for bit (one float product per element)."""
+    from onnx import helper, TensorProto
+    rng = np.random.default_rng(7)
+    V, D = 300, 40
+    tab = rng.integers(-128, 128, (V, D), dtype=np.int8)
+    sc = (rng.random(V) * 0.02 + 1e-4).astype(np.float32)
+    ids = np.array([[5, 0, V - 1, -2, 123, 5]], dtype=np.int64)
+    np.save(os.path.join(work, "qg_ids.npy"), ids)
+    yv = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, D])
+    iv = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 6])
+    unf = helper.make_graph([helper.make_node("Gather", ["t", "ids"], ["r"]),
+                             helper.make_node("Cast", ["r"], ["rf"], to=TensorProto.FLOAT),
+                             helper.make_node("Gather", ["s2", "ids"], ["rs"]),
+                             helper.make_node("Mul", ["rf", "rs"], ["y"])], "qg_unfused", [iv], [yv],
+                            [numpy_helper.from_array(tab, "t"), numpy_helper.from_array(sc.reshape(V, 1), "s2")])
+    fus = helper.make_graph([helper.make_node("QGather", ["t", "s", "ids"], ["y"], domain="ai.wlower")], "qg",
+                            [iv], [yv], [numpy_helper.from_array(tab, "t"), numpy_helper.from_array(sc, "s")])
+    pu, pf = os.path.join(work, "qg_unfused.onnx"), os.path.join(work, "qg.onnx")
+    onnx.save(helper.make_model(unf, opset_imports=[helper.make_opsetid("", 17)]), pu)
+    onnx.save(helper.make_model(fus, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.wlower", 1)]),
+              pf)
+    run(["node", ORT_RUN, pu, os.path.join(work, "qg_ort"), "ids=" + os.path.join(work, "qg_ids.npy"),
+         "--opt-level", "disabled"])
+    want = np.load(os.path.join(work, "qg_ort", "y.npy"))
+    check(np.array_equal(want, (tab[ids[0]].astype(np.float32) * sc[ids[0], None])[None]),
+          "QGather: ONNX Runtime's unfused Gather/Cast/Mul is the float32 product int8 row x row scale (numpy)")
+    run([wlower, "run", pf, "--input", "ids=" + os.path.join(work, "qg_ids.npy"), "--output-dir",
+         os.path.join(work, "qg_ref")])
+    mod = os.path.join(work, "qg_host")
+    run([wlower, pf, "--target", "host", "-o", mod])
+    run([wlower, "run", mod, "--input", "ids=" + os.path.join(work, "qg_ids.npy"), "--output-dir",
+         os.path.join(work, "qg_hostout")])
+    for tag, what in (("qg_ref", "reference executor"), ("qg_hostout", "host")):
+        got = np.load(os.path.join(work, tag, "y.npy"))
+        check(got.shape == want.shape and np.array_equal(got, want),
+              "QGather (%s) equals ONNX Runtime on the unfused graph, bit for bit" % what)
 
 
 def main():
@@ -377,6 +419,7 @@ def main():
     ps = out["psnr_db"] if out["psnr_db"] != "inf" else math.inf
     check(ps >= 60, "fused vs unfused QDQ graph output: PSNR %.1f dB (gate 60: downstream one-step flips)" % ps)
     chimera(wlower, work, gen, fmodel, xin, f_out, res)
+    qgather_case(wlower, work)
     print("int8-qdq: %d failed" % len(failures))
     return 1 if failures else 0
 

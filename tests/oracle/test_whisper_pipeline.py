@@ -44,6 +44,14 @@
    window-0 ids equal the ONNX Runtime loop, logits >= 100 dB, the derived prefill program vs ONNX
    Runtime's decoder_model (ref; host unless --light); transcribe --model on the pair (cache);
    folded positional rows: a one-line error.
+   --precision fp32dec-lmq8 on host (when host is a --fit-target; calibrated on a 2 s cut of
+   jfk.wav): pipeline.json "precision" (clips, vectors, the input scale and zero point recomputed
+   from the recorded range, LM-head bytes d·V of 4·d·V), one QMatMul and one QGather in step, the
+   step's weights.bin 3/4 of both [V, d] tables smaller than the float pipeline's, jfk.wav and the
+   LibriSpeech clip give the README transcripts and the float host pipeline's ids, logits >= 20 dB
+   vs the float pipeline's; without --calibrate and with an unknown --precision: usage errors (also
+   of transcribe --model, and --precision with transcribe --pipeline); an
+   LM head that is not a MatMul (the <|endoftext|>-biased copy): one line naming the node, exit 1.
 6. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
    a pipeline whose step program was altered; --beam-size 0, --patience 0; -o with an unknown
@@ -221,6 +229,93 @@ def fitted_cases(W, t, work, targets):
                 t.check(label + ": window %d logits >= %d dB (%d steps)" % (w, min_db, len(names)), worst >= min_db,
                         "worst %.1f dB" % worst)
                 prev += got
+    if "host" in targets:
+        lmq8_case(W, t, work, fit, clips[:2])
+    else:
+        print("  --precision fp32dec-lmq8 case not run: host is not a --fit-target (%s)" % ",".join(targets))
+
+
+def lmq8_case(W, t, work, fit, clips):
+    """--precision fp32dec-lmq8 on host: int8 LM head and int8 rowwise embedding, transcripts unchanged."""
+    cfg = json.load(open(os.path.join(fit, "config.json")))
+    d, V = cfg["d_model"], cfg["vocab_size"]
+    pipe, fpipe = os.path.join(work, "pipe-fit-lmq8-host"), os.path.join(work, "pipe-fit-host")
+    shutil.rmtree(pipe, ignore_errors=True)
+    r = run([W, fit, "--pipeline", "whisper", "--target", "host", "--precision", "fp32dec-lmq8", "-o", pipe])
+    ok, det = one_line_error(r, 2, "--precision fp32dec-lmq8 needs --calibrate AUDIO")
+    t.check("lmq8: without --calibrate a usage error naming it, nothing written", ok and not os.path.exists(pipe), det)
+    r = run([W, fit, "--pipeline", "whisper", "--target", "host", "--precision", "int4", "-o", pipe])
+    ok, det = one_line_error(r, 2, "--precision: unknown precision 'int4'")
+    t.check("lmq8: --precision int4 a usage error", ok and not os.path.exists(pipe), det)
+    r = run([W, "transcribe", JFK, "--model", fit, "--target", "host", "--precision", "fp32dec-lmq8", "--tokenizer",
+             TOK])
+    ok, det = one_line_error(r, 2, "--precision fp32dec-lmq8 needs --calibrate AUDIO")
+    t.check("lmq8: transcribe --model --precision fp32dec-lmq8 without --calibrate: usage error", ok, det)
+    r = run([W, "transcribe", JFK, "--pipeline", fpipe, "--precision", "fp32dec-lmq8", "--tokenizer", TOK])
+    ok, det = one_line_error(r, 2, "go with --model, not --pipeline")
+    t.check("lmq8: transcribe --pipeline with --precision: usage error", ok, det)
+    # an LM head that is not a MatMul of a constant weight (logits = MatMul + a bias Add): one line naming
+    # the node, before any calibration run
+    eot = os.path.join(work, "fitted-eot")
+    if not os.path.exists(os.path.join(eot, "decoder_with_past_model.onnx")):
+        eot_biased(fit, eot, 1.0)
+    r = run([W, eot, "--pipeline", "whisper", "--target", "host", "--precision", "fp32dec-lmq8", "--calibrate",
+             os.path.join(work, "no-such-clip.wav"), "-o", pipe])
+    ok, det = one_line_error(r, 1, "the LM head is Add reading eot_bias")
+    t.check("lmq8: an LM head that is not a MatMul of a constant weight: one line naming it, exit 1, nothing "
+            "left", ok and not os.path.exists(pipe) and "decoder_with_past_model.onnx" in r.stderr, det)
+    # calibration: 2 s of jfk.wav (3..5 s) at 0.8 gain, none of the clips transcribed below
+    _, _, pj = read_wav(JFK)
+    cal = os.path.join(work, "fitcal-lmq8.wav")
+    write_wav(cal, 16000, 1, (pj[48000:80000].astype(np.float64) * 0.8).astype(np.int16))
+    r = run([W, fit, "--pipeline", "whisper", "--target", "host", "--precision", "fp32dec-lmq8", "--calibrate", cal,
+             "-o", pipe])
+    t.check("lmq8/host: compile with --calibrate", r.returncode == 0, r.stderr.strip()[-300:])
+    if r.returncode:
+        return
+    pr = json.load(open(os.path.join(pipe, "pipeline.json"))).get("precision", {})
+    h, e = pr.get("lm_head", {}), pr.get("embedding_table", {})
+    # quantize_static's affine int8 parameters, recomputed from the recorded range
+    lo, hi = (h.get("input_range") or [0.0, 0.0])[:2]
+    rmin, rmax = min(lo, 0.0), max(hi, 0.0)
+    sc = float(np.float32((rmax - rmin) / 255.0))
+    zp = int(max(-128, min(127, round(-128 - rmin / sc)))) if sc > 0 else 0
+    ok = (pr.get("name") == "fp32dec-lmq8" and h.get("calibration_clips") == [cal] and
+          h.get("calibration_vectors", 0) > 0 and lo < hi and abs(h.get("input_scale", 0) - sc) <= 1e-7 * sc and
+          h.get("input_zero_point") == zp and h.get("weight_bytes") == d * V and
+          h.get("float_weight_bytes") == 4 * d * V and e.get("rows") == V and e.get("bytes") == V * d + 4 * V)
+    t.check("lmq8: pipeline.json precision (clips, %s vectors, input scale %.4g / zero point %s from the range, "
+            "LM head %d of %d bytes)" % (h.get("calibration_vectors"), sc, zp, d * V, 4 * d * V), ok,
+            json.dumps(pr)[:400])
+    pj = json.load(open(os.path.join(pipe, "pipeline.json")))
+    ops = {p["name"]: p["op_counts"] for p in pj["programs"]}.get("step", {})
+    t.check("lmq8: step has one ai.wlower.QMatMul (LM head) and one ai.wlower.QGather (embedding)",
+            ops.get("ai.wlower.QMatMul") == 1 and ops.get("ai.wlower.QGather") == 1, json.dumps(ops))
+    # the step's weights.bin: both [V, d] tables went from 4 to 1 byte per weight (plus 4 bytes per row of
+    # scales, and of column sums for the LM head's zero-point correction)
+    fb = os.path.getsize(os.path.join(fpipe, "step", "weights.bin")) if os.path.exists(fpipe) else 0
+    qb = os.path.getsize(os.path.join(pipe, "step", "weights.bin"))
+    saved = fb - qb
+    t.check("lmq8: step weights.bin %d -> %d bytes: saves 3/4 of both float tables (%d..%d)" %
+            (fb, qb, 6 * d * V - 12 * V - 65536, 6 * d * V), 6 * d * V - 12 * V - 65536 <= saved <= 6 * d * V)
+    for name, clip, want, _ in clips:
+        tag = "fitted-lmq8-host-" + name.split()[0]
+        dump, js = os.path.join(work, "dump-" + tag), os.path.join(work, tag + ".json")
+        shutil.rmtree(dump, ignore_errors=True)
+        r = transcribe(W, pipe, clip, ["--dump-logits", dump, "-o", js])
+        text = " ".join(m.group(9).strip() for m in (SEG.match(l) for l in r.stdout.splitlines()) if m)
+        fjs = os.path.join(work, "fitted-host-%s.json" % name.split()[0])
+        want_ids = json.load(open(fjs))["report"]["windows_sampled"] if os.path.exists(fjs) else None
+        got_ids = json.load(open(js))["report"]["windows_sampled"] if r.returncode == 0 else []
+        t.check("lmq8/host %s: prints the README transcript, ids equal the float host pipeline's" % name,
+                r.returncode == 0 and text == want and got_ids == want_ids,
+                "exit %d, got %r" % (r.returncode, text[:200]))
+        fdump = os.path.join(work, "dump-fitted-host-" + name.split()[0])
+        names = sorted(n for n in os.listdir(dump) if n.startswith("step_")) if os.path.isdir(dump) else []
+        worst = min([psnr(np.load(os.path.join(fdump, n)), np.load(os.path.join(dump, n))) for n in names
+                     if os.path.exists(os.path.join(fdump, n))] or [-1.0])
+        t.check("lmq8/host %s: logits vs the float pipeline's, worst step %.1f dB (gate 20, %d steps)" %
+                (name, worst, len(names)), worst >= 20)
 
 
 def oracle_case(W, t, work, export, pipe, target, clip, no_ts, min_db=100, env=None):

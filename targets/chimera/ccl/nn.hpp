@@ -201,6 +201,29 @@ void embedding(ccl::Ctx &c, const void *ids, const void *table, void *y, const c
 	c.alu += (unsigned long long)NIDS * D;
 }
 
+/* ai.wlower.QGather: int8 rows, row r's scale as {M_r, Q_r} (ops/gather.c):
+ * y = q · M_r at Q_r, stored in FY by stq (half up, saturating). */
+template <long long NIDS, long long V, long long D, int FY, int IDS64>
+void embeddingQ8(ccl::Ctx &c, const void *ids, const void *table, const void *rowscale, void *y,
+                 const ccl::IndexSite &site)
+{
+	using namespace ccl;
+	const int64_t *mq = (const int64_t *)rowscale;
+	for (long long i = 0; i < NIDS; i++) {
+		long long id = IDS64 ? (long long)((const int64_t *)ids)[i] : (long long)((const int32_t *)ids)[i];
+		if (id < -V || id >= V)
+			ccl::index_fail(site, i, id);
+		if (id < 0)
+			id += V;
+		const int8_t *row = (const int8_t *)table + (size_t)id * D;
+		int64_t M = mq[2 * id];
+		int Q = (int)mq[2 * id + 1];
+		for (long long j = 0; j < D; j++)
+			stq<FY>(y, (size_t)(i * D + j), (int64_t)row[j] * M, Q);
+	}
+	c.alu += (unsigned long long)NIDS * D;
+}
+
 /* DequantizeLinear, per tensor: y = (q - ZP) * scale with M = round(scale * 2^Q)
  * (ops/quant.c): (q - ZP) * M is y at Q, stored in FY (round half up, saturating). */
 template <long long NEL, int SIGNED, long long ZP, long long M, int Q, int FY>

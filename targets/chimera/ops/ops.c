@@ -36,6 +36,8 @@ const ChOp chimera_ops[OP_COUNT_] = {
 	/* gather.c */
 	[OP_Gather]                = {KERNEL("nn::embedding", embedding),           CH_TILE_GATHER,    0,
 	                              .gathers = true},
+	[OP_WlQGather]             = {KERNEL("nn::embeddingQ8", qembedding),        CH_TILE_GATHER,    0,
+	                              .gathers = true},
 	/* argmax.c */
 	[OP_WlGreedyArgMax]        = {KERNEL("ccl::argmax", argmax),                CH_TILE_ARGMAX,    1},
 	/* conv.c */

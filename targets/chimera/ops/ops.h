@@ -108,6 +108,7 @@ CK_KERNEL(unary);          /* elementwise.c: Gelu, SiLU, Cast, Identity, Reshape
 CK_KERNEL(transpose);      /* elementwise.c: Transpose */
 CK_KERNEL(binary);         /* elementwise.c: Add, Mul */
 CK_KERNEL(embedding);      /* gather.c: Gather */
+CK_KERNEL(qembedding);     /* gather.c: ai.wlower.QGather (int8 rows, a scale per row) */
 CK_KERNEL(argmax);         /* argmax.c: GreedyArgMax */
 CK_KERNEL(conv_stem);      /* conv.c: ConvStem */
 CK_KERNEL(logmel);         /* logmel.c: LogMel */
