@@ -24,6 +24,7 @@ typedef struct HostConfig {
 	const char *cpu;        /* --cpu (default "native") */
 	int threads;            /* --threads (default 0 = online CPUs, at run time) */
 	bool emit_llvm_ir;      /* --emit llvm-ir: also write DIR/module.ll (lit tests) */
+	bool no_autotune;       /* --no-autotune: the blocking model only, no measurements */
 } HostConfig;
 
 typedef struct TargetOptions {

@@ -785,6 +785,10 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	g.avx512 = cpu_has_avx512(cpu, features);
 	g.vw = g.avx512 ? 16 : 8;
 	g.vnni = cpu_has_vnni(cpu, features, g.avx512);
+	HgCpu hcpu;
+	host_cpu_describe(&hcpu, cpu, !strcmp(cpu_opt, "native"));
+	hcpu.autotune = hcpu.native && !o->host.no_autotune;
+	g.cpu = &hcpu;
 	init_types(&g);
 	LLVMSetTarget(g.mod, triple);
 	LLVMTargetDataRef td = LLVMCreateTargetDataLayout(g.tm);
