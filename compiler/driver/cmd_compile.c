@@ -116,6 +116,9 @@ static const char usage_main[] =
 "  --ext-bw BW           qc-*: external (DDR) bandwidth, e.g. 128GBps (default)\n"
 "  --cpu NAME            host: CPU to tune for: native (default), x86-64-v3, skylake-avx512...\n"
 "                        (--cpu help lists the names)\n"
+"  --no-autotune         host: with --cpu native, take the blocking model's choice instead of\n"
+"                        timing a few candidate blockings per MatMulNBits shape (cached in\n"
+"                        ~/.cache/wlower/autotune.tsv; docs/host-contracts.md)\n"
 "  --threads N           host: default thread count recorded in the manifest (0 = all cores)\n"
 "  --emit llvm-ir        host: also write DIR/module.ll (the optimized LLVM IR)\n"
 "  --pipeline KIND       with --target ref|host: compile the programs of a KV-cached loop\n"
@@ -139,6 +142,7 @@ typedef struct Options {
 	long cores, macs_per_pe, threads, prefill_rows;
 	double ocm, clock, ext_bw, calibrate_margin;
 	bool argmax_on_device;
+	bool no_autotune;
 	bool print_weights, external_data, list_passes, list_ops, stats, print_fracbits;
 	OptList dims;                  /* --dim NAME=N, each occurrence */
 	OptList calibrate;             /* --calibrate FILE, each occurrence */
@@ -186,6 +190,7 @@ static const OptSpec compile_opts[] = {
 	{"--ext-bw", NULL, OPT_BANDWIDTH, O(ext_bw), 1e6, 1e15, false, "%s: '%s' is not a bandwidth like 128GBps"},
 	{"--cpu", NULL, OPT_STRING, O(cpu)},
 	{"--threads", NULL, OPT_INT, O(threads), 0, 1024, false, "%s: '%s' is not 0..1024"},
+	{"--no-autotune", NULL, OPT_FLAG, O(no_autotune)},
 	OPT_END,
 };
 #undef O
@@ -204,7 +209,7 @@ static bool given(const Options *o, const char *name)
 
 /* The hardware options, by target; they need --target. */
 static const char *const chimera_only[] = {"--cores", "--ocm", "--macs-per-pe", "--clock", "--ext-bw", NULL};
-static const char *const host_only[] = {"--cpu", "--threads", NULL};
+static const char *const host_only[] = {"--cpu", "--threads", "--no-autotune", NULL};
 
 /* The first option of list that was given, or NULL. */
 static const char *first_given(const Options *o, const char *const *list)
@@ -342,6 +347,7 @@ static int target_options(Options *o, TargetKind kind, TargetOptions *out)
 	                    .fuse = o->pipe.fuse, .t_start_ms = wl_now_ms()};
 	chimera_config_preset(chimera ? kind : TARGET_QC_P, &to.chimera);
 	to.host.cpu = o->cpu ? o->cpu : "native";
+	to.host.no_autotune = o->no_autotune;
 	if (given(o, "--cores"))
 		to.chimera.cores = (int)o->cores;
 	if (given(o, "--ocm"))

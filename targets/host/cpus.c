@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cpuid.h>
 #include "hostgen.h"
 
 static const char *const cpus[] = {
@@ -108,6 +109,41 @@ static bool caches_sysfs(HgCpu *c)
 	return any && c->l1d > 0 && c->l2 > 0;
 }
 
+/* Where sysfs has no cache directory (some containers and VMs): the
+ * deterministic cache parameters of CPUID, leaf 4 (Intel) or 0x8000001D
+ * (AMD): size = ways · partitions · line · sets. */
+static bool caches_cpuid(HgCpu *c)
+{
+	const unsigned leaves[2] = {4, 0x8000001Du};
+	for (int l = 0; l < 2; l++) {
+		unsigned max = __get_cpuid_max(leaves[l] & 0x80000000u, NULL);
+		if (max < leaves[l])
+			continue;
+		bool any = false;
+		for (unsigned i = 0; i < 8; i++) {
+			unsigned a, b, cx, dx;
+			if (!__get_cpuid_count(leaves[l], i, &a, &b, &cx, &dx))
+				break;
+			unsigned type = a & 0x1f, level = (a >> 5) & 7;
+			if (type == 0)
+				break;
+			int64_t sz = (int64_t)((b >> 22) + 1) * (((b >> 12) & 0x3ff) + 1) * ((b & 0xfff) + 1) * ((int64_t)cx + 1);
+			if (type == 2)
+				continue;
+			if (level == 1)
+				c->l1d = sz;
+			else if (level == 2)
+				c->l2 = sz;
+			else if (level == 3)
+				c->l3 = sz;
+			any = true;
+		}
+		if (any && c->l1d > 0 && c->l2 > 0)
+			return true;
+	}
+	return false;
+}
+
 /* per-core L1d / L2 by CPU name (vendor documentation); others: 32K / 512K */
 static const struct {
 	const char *name;
@@ -145,6 +181,10 @@ void host_cpu_describe(HgCpu *c, const char *name, bool native)
 			fclose(f);
 		if (caches_sysfs(c)) {
 			c->cache_source = "sysfs";
+			return;
+		}
+		if (!getenv("WLOWER_SYSFS_CACHE") && caches_cpuid(c)) {
+			c->cache_source = "cpuid";
 			return;
 		}
 	}

@@ -279,13 +279,14 @@ const HgKfn *hg_share_find(HgShare *c, const Node *n, uint64_t scratch);   /* NU
 void hg_share_add(HgShare *c, const Node *n, uint64_t scratch, const HgKfn *k);
 
 /* cpus.c: what the generators tune for. Cache sizes come from sysfs
- * (/sys/devices/system/cpu/cpu0/cache/index*) for --cpu native, else from a
- * table by CPU name (generic defaults for names it does not list). */
+ * (/sys/devices/system/cpu/cpu0/cache/index*) for --cpu native (CPUID's
+ * cache leaves where sysfs has none), else from a table by CPU name
+ * (generic defaults for names it does not list). */
 typedef struct HgCpu {
 	char name[64];                /* LLVM's CPU name (native: the host's) */
 	char model[128];              /* /proc/cpuinfo model name (native), else name */
 	int64_t l1d, l2, l3;          /* bytes per core (l3: whole cache) */
-	const char *cache_source;     /* "sysfs" or "table" */
+	const char *cache_source;     /* "sysfs", "cpuid" (no sysfs cache directory) or "table" */
 	bool native, autotune;        /* autotune: --cpu native without --no-autotune */
 } HgCpu;
 void host_cpu_describe(HgCpu *c, const char *name, bool native);
@@ -305,6 +306,24 @@ void hg_mm_default_blocking(HostGen *g, int64_t M, int64_t K, int64_t N, int64_t
 int hg_mm_tile_candidates(HostGen *g, const int (**t)[2]);
 int hg_mm_blocking(HostGen *g, Node *n, int64_t M, int64_t K, int64_t N, int64_t block, bool has_res, HgBlocking *bl,
                    Diag *d);
+
+/* host.c, shared with the autotune (hg_autotune.c): the HostGen types of
+ * g->ctx and g->vw, the attributes of a kernel function, `cc -shared`. */
+void hg_init_types(HostGen *g);
+void hg_set_fn_attrs(HostGen *g, LLVMValueRef fn);
+int hg_run_cc(const char *so, const char *obj, Diag *d);
+
+/* hg_autotune.c: times each candidate blocking of a 4-bit MatMulNBits of
+ * shape M x K x N (block) on the compiling machine (generated kernels, one
+ * thread, random data, min over a few rounds) and returns the fastest in
+ * *best (how "autotune", ms its time); results are cached per CPU model and
+ * shape in $WLOWER_AUTOTUNE_CACHE, else $XDG_CACHE_HOME/wlower/autotune.tsv
+ * or ~/.cache/wlower/autotune.tsv (how "cache"). Emits the trial kernels with
+ * hg_mm_trial_kernel (kgen_matmul.c). */
+int hg_autotune_mm(HostGen *g, const Node *n, int64_t M, int64_t K, int64_t N, int64_t block, bool has_res,
+                   const HgBlocking *cand, int ncand, HgBlocking *best, Diag *d);
+void hg_mm_trial_kernel(HostGen *g, const Node *n, int64_t M, int64_t K, int64_t N, int64_t block,
+                        const HgBlocking *bl, LLVMValueRef fn);
 
 /* cpus.c: the --cpu names of --target host (64-bit x86 processors of LLVM
  * 19, and "native"); host_cpu_list prints them, a few per line. */

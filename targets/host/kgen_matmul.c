@@ -237,6 +237,14 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 	node_add_attr(n, "host_nv", AT_INT)->i = bl.nv;
 	node_add_attr(n, "host_mc", AT_INT)->i = bl.mc;
 	node_add_attr(n, "host_kc", AT_INT)->i = bl.kc;
+	/* for manifest.json (host.c): how it was chosen, the measured time */
+	static const char *const hows[] = {"model", "autotune", "cache", "forced", NULL};
+	int hw = 0;
+	for (int i = 0; hows[i]; i++)
+		if (bl.how && !strcmp(bl.how, hows[i]))
+			hw = i;
+	node_add_attr(n, "host_tune", AT_INT)->i = hw;
+	node_add_attr(n, "host_tune_ms", AT_FLOAT)->f = (float)bl.ms;
 	if (mm_read(g, n, &mm, d) != WL_OK)
 		return WL_ERR;
 	const Value *B = n->inputs[1], *S = n->ninputs > 2 ? n->inputs[2] : NULL, *Z = n->ninputs > 3 ? n->inputs[3] : NULL;
@@ -502,7 +510,7 @@ static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
 			hg_loop_end(g, &lb);
 			for (int i = 0; i < mr; i++)
 				for (int h = 0; h < NV; h++)
-					acc[i][h] = cb[i][h];
+					acc[i][h] = ph[i][h];
 		}
 	} else {
 		/* float W [K, N]: row k, columns col .. col+NR */
@@ -873,7 +881,7 @@ int hg_emit_matmul_nbits(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 /* register tiles the autotune may pick (mr x nv; mr·nv accumulators + nv
  * weight vectors + 1 broadcast fit the 32 (AVX-512) or 16 (AVX2) registers) */
 static const int tiles512[][2] = {{12, 2}, {8, 3}, {6, 4}, {14, 2}};
-static const int tiles256[][2] = {{6, 2}, {4, 3}, {3, 4}};
+static const int tiles256[][2] = {{6, 2}, {4, 3}, {3, 3}};
 
 int hg_mm_tile_candidates(HostGen *g, const int (**t)[2])
 {
@@ -941,9 +949,70 @@ int hg_mm_blocking(HostGen *g, Node *n, int64_t M, int64_t K, int64_t N, int64_t
 		bl->how = "forced";
 		return WL_OK;
 	}
-	(void)n;
 	blocking_for(g, g->avx512 ? 12 : 6, 2, 1, M, K, block, has_res, bl);
 	bl->how = "model";
-	(void)N;
-	return WL_OK;
+	if (!g->cpu || !g->cpu->autotune || bl->mc == 0)
+		return WL_OK;
+	/* candidates: the model's choice first, the other register tiles, then
+	 * the model's tile with kc for L1 (a K x NR panel in half of L1d) and
+	 * with twice the rows per M block */
+	HgBlocking cand[8];
+	int nc = 0;
+	cand[nc++] = *bl;
+	const int (*tl)[2];
+	int nt = hg_mm_tile_candidates(g, &tl);
+	for (int i = 1; i < nt; i++)
+		blocking_for(g, tl[i][0], tl[i][1], 1, M, K, block, has_res, &cand[nc++]);
+	int64_t nr = 2 * (int64_t)g->vw, l1 = g->cpu->l1d > 0 ? g->cpu->l1d : 32768;
+	int64_t kc1 = l1 / 2 / (nr * 4) / block * block;
+	if (!has_res && kc1 >= block && kc1 < bl->kc) {
+		HgBlocking c = *bl;
+		c.kc = kc1;
+		int64_t l2 = g->cpu->l2 > 0 ? g->cpu->l2 : 512 * 1024;
+		c.mc = l2 / 2 / (kc1 * 4) / c.mr * c.mr;
+		int64_t mmax = (M + c.mr - 1) / c.mr * c.mr;
+		if (c.mc > mmax)
+			c.mc = mmax;
+		if (c.mc >= c.mr)
+			cand[nc++] = c;
+	}
+	blocking_for(g, bl->mr, bl->nv, 2, M, K, block, has_res, &cand[nc]);
+	if (cand[nc].mc != bl->mc)
+		nc++;
+	for (int i = 0; i < nc; i++)
+		cand[i].how = "model";
+	return hg_autotune_mm(g, n, M, K, N, block, has_res, cand, nc, bl, d);
+}
+
+/* The autotune's trial (hg_autotune.c): the panel kernel of blocking bl for an
+ * M x K x N 4-bit MatMulNBits without bias or epilogue; args as the node's
+ * (0 A, 1 packed weights, 2 scales, 3 offsets, n->ninputs: Y). */
+void hg_mm_trial_kernel(HostGen *g, const Node *n, int64_t M, int64_t K, int64_t N, int64_t block,
+                        const HgBlocking *bl, LLVMValueRef fn)
+{
+	MM mm;
+	memset(&mm, 0, sizeof mm);
+	mm.n = n;
+	mm.M = M;
+	mm.K = K;
+	mm.N = N;
+	mm.bits = 4;
+	mm.block = block;
+	mm.kblocks = (K + block - 1) / block;
+	mm.nsplit = 1;
+	mm.slen[0] = N;
+	mm.MR = bl->mr;
+	mm.NV = bl->nv;
+	mm.NR = bl->nv * g->vw;
+	mm.MC = bl->mc;
+	mm.KC = bl->kc;
+	mm.T = (N + mm.NR - 1) / mm.NR;
+	mm.tstart[1] = mm.T;
+	mm.has_tail = N % mm.NR != 0;
+	mm.packed = true;
+	if (mm.MC > 0 && M > mm.MR)
+		emit_panels(g, &mm, fn);
+	else
+		emit_gemm(g, &mm, fn);
+	LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_OK));
 }

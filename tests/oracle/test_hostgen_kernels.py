@@ -18,6 +18,7 @@ usage: test_hostgen_kernels.py WLOWER WORKDIR [--only NAME,...]
            prints median ms and GFLOP/s of the host module.
 """
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -86,7 +87,7 @@ def ints(v):
 def mm4(name, rng, M=37, K=64, N=80, block=32, zp="packed", bias=True, splits=None, lead=(1,)):
     """splits: one ai.wlower.MatMulNBits per entry reading the same x (the
     host compile's fuse-qkv joins them into one node with `splits`)."""
-    kb = K // block
+    kb = (K + block - 1) // block   # a K that is not a multiple of the block: the last one is partial
     x = rnd(rng, tuple(lead) + (M, K))
     inits, nodes, outs = {}, [], []
     for i, n in enumerate(splits or [N]):
@@ -257,6 +258,71 @@ def qdq_chain(name, rng, M=11, K=40, N=37, opts=None):
     return name, g, {"x": x}, o
 
 
+def mm4_multi(name, rng, M=50, shapes=((80, 50), (81, 96), (96, 64)), opts=None):
+    """one 4-bit MatMulNBits (packed zero points, bias) per (K, N), each with
+    its own input x<i>: K tails (a partial last block, an odd K), N tails,
+    M = 50 (an MR tail in every register tile)"""
+    inits, nodes, outs, feeds = {}, [], [], {}
+    for i, (K, n) in enumerate(shapes):
+        kb = (K + 31) // 32
+        feeds["x%d" % i] = rnd(rng, (M, K))
+        inits["q%d" % i] = rng.integers(0, 256, (n, kb, 16), dtype=np.uint8)
+        inits["s%d" % i] = (rng.random(n * kb) * 0.05 + 0.01).astype(np.float32)
+        inits["zp%d" % i] = rng.integers(0, 256, (n, (kb * 4 + 7) // 8), dtype=np.uint8)
+        inits["b%d" % i] = rnd(rng, (n,))
+        nodes.append("y%d = ai.wlower.MatMulNBits <K = %d, N = %d, bits = 4, block_size = 32> (x%d, q%d, s%d, zp%d, b%d)"
+                     % (i, K, n, i, i, i, i, i))
+        outs.append(("y%d" % i, "float", (M, n)))
+    return name, graph(nodes, feeds, inits, outs), feeds, opts
+
+
+def mm_variant_cases(rng):
+    """every register tile the autotune can pick (kgen_matmul.c tiles512 /
+    tiles256), forced with WLOWER_HOST_MM_BLOCKING=MR,NV,MC,KC: M blocks of
+    2·MR rows (the last one partial), K blocks of 32 (several, the last one
+    partial); then kc >= K (one K block) and the in-register path (MC 0)."""
+    def forced(b, cpu=None):
+        o = {"env": {"WLOWER_HOST_MM_BLOCKING": b}}
+        if cpu:
+            o["cpu"] = cpu
+        return o
+    out = []
+    if cpu_flag("avx512f"):
+        for mr, nv in ((12, 2), (8, 3), (6, 4), (14, 2)):
+            out.append(mm4_multi("mm4_tile%dx%d" % (mr, nv), rng, opts=forced("%d,%d,%d,32" % (mr, nv, 2 * mr))))
+        out.append(mm4_multi("mm4_tile12x2_kcfull", rng, opts=forced("12,2,24,4096")))
+        out.append(mm4_multi("mm4_inregister_ktail", rng, opts=forced("12,2,0,0")))
+    for mr, nv in ((6, 2), (4, 3), (3, 3)):
+        out.append(mm4_multi("mm4_avx2_tile%dx%d" % (mr, nv), rng,
+                             opts=forced("%d,%d,%d,32" % (mr, nv, 2 * mr), cpu="x86-64-v3")))
+    return out
+
+
+def autotune_check(wlower, work):
+    """--cpu native on a shape big enough for the panel path: the first compile
+    measures (manifest how "autotune"), the second takes the cached choice
+    ("cache"), --no-autotune the model's ("model"); each module's output vs
+    the reference executor."""
+    rng = np.random.default_rng(3)
+    name, text, feeds, _ = mm4_multi("autotune", rng, M=96, shapes=((64, 64),))
+    d = os.path.join(work, name)
+    cache = os.path.join(d, "autotune.tsv")
+    if os.path.exists(cache):
+        os.remove(cache)
+    msgs, ok = [], True
+    for i, (flags, want) in enumerate(((["--cpu", "native"], "autotune"), (["--cpu", "native"], "cache"),
+                                       (["--no-autotune"], "model"))):
+        good, msg = run_case(wlower, work, name, text, feeds, 2,
+                             {"env": {"WLOWER_AUTOTUNE_CACHE": cache}, "flags": flags})
+        man = json.load(open(os.path.join(d, "mod", "manifest.json")))
+        bl = man["programs"][0].get("matmul_blocking", [])
+        how = bl[0]["how"] if bl else "none"
+        good &= how == want
+        msgs.append("%s: %s, %s" % (" ".join(flags), how, msg))
+        ok &= good
+    return ok, "; ".join(msgs)
+
+
 def cpu_flag(flag):
     try:
         return (" " + flag + " ") in open("/proc/cpuinfo").read().replace("\n", " ")
@@ -367,7 +433,7 @@ def cases(rng):
         io_copies("io_copies", rng),
         qdq_tensor("qdq_tensor", rng),
         qdq_axis("qdq_axis", rng),
-    ] + qmm_cases(rng)
+    ] + qmm_cases(rng) + mm_variant_cases(rng)
 
 
 def run_case(wlower, work, name, text, feeds, threads, opts=None):
@@ -387,7 +453,8 @@ def run_case(wlower, work, name, text, feeds, threads, opts=None):
     if r.returncode:
         return False, "reference failed: " + r.stderr.strip()
     mod = os.path.join(d, "mod")
-    r = subprocess.run([wlower, model, "--target", "host", "-o", mod] + (["--cpu", opts["cpu"]] if "cpu" in opts else []),
+    r = subprocess.run([wlower, model, "--target", "host", "-o", mod] + (["--cpu", opts["cpu"]] if "cpu" in opts else [])
+                       + opts.get("flags", []),
                        capture_output=True, text=True, timeout=1800, env=env)
     if r.returncode:
         return False, "compile failed: " + r.stderr.strip()
@@ -452,6 +519,10 @@ def main():
             continue
         ok, msg = run_case(a.wlower, a.work, name, text, feeds, a.threads, case[3] if len(case) > 3 else None)
         print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg), flush=True)
+        fails += not ok
+    if not a.only or "autotune" in a.only.split(","):
+        ok, msg = autotune_check(a.wlower, a.work)
+        print("%s autotune: %s" % ("PASS" if ok else "FAIL", msg), flush=True)
         fails += not ok
     print("%d failed" % fails)
     return 1 if fails else 0
