@@ -299,7 +299,7 @@ void host_cpu_describe(HgCpu *c, const char *name, bool native);
 typedef struct HgBlocking {
 	int mr, nv;
 	int64_t mc, kc;
-	const char *how;              /* "model", "autotune", "cache" */
+	const char *how;              /* "model", "autotune" (measured now or cached), "forced" */
 	double ms;                    /* autotune: the winner's time (0: not measured) */
 } HgBlocking;
 void hg_mm_default_blocking(HostGen *g, int64_t M, int64_t K, int64_t N, int64_t block, HgBlocking *bl);
@@ -318,7 +318,8 @@ int hg_run_cc(const char *so, const char *obj, Diag *d);
  * thread, random data, min over a few rounds) and returns the fastest in
  * *best (how "autotune", ms its time); results are cached per CPU model and
  * shape in $WLOWER_AUTOTUNE_CACHE, else $XDG_CACHE_HOME/wlower/autotune.tsv
- * or ~/.cache/wlower/autotune.tsv (how "cache"). Emits the trial kernels with
+ * or ~/.cache/wlower/autotune.tsv (a later compile takes the cached choice
+ * and its time: the same module). Emits the trial kernels with
  * hg_mm_trial_kernel (kgen_matmul.c). */
 int hg_autotune_mm(HostGen *g, const Node *n, int64_t M, int64_t K, int64_t N, int64_t block, bool has_res,
                    const HgBlocking *cand, int ncand, HgBlocking *best, Diag *d);

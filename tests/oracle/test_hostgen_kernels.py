@@ -300,27 +300,32 @@ def mm_variant_cases(rng):
 
 def autotune_check(wlower, work):
     """--cpu native on a shape big enough for the panel path: the first compile
-    measures (manifest how "autotune"), the second takes the cached choice
-    ("cache"), --no-autotune the model's ("model"); each module's output vs
-    the reference executor."""
+    measures (manifest how "autotune", one line in the cache), the second takes
+    the cached choice (no new line, the same module.so), --no-autotune the
+    model's ("model"); each module's output vs the reference executor."""
     rng = np.random.default_rng(3)
     name, text, feeds, _ = mm4_multi("autotune", rng, M=96, shapes=((64, 64),))
     d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
     cache = os.path.join(d, "autotune.tsv")
     if os.path.exists(cache):
         os.remove(cache)
-    msgs, ok = [], True
-    for i, (flags, want) in enumerate(((["--cpu", "native"], "autotune"), (["--cpu", "native"], "cache"),
-                                       (["--no-autotune"], "model"))):
+    msgs, ok, sos = [], True, []
+    for flags, want, lines in ((["--cpu", "native"], "autotune", 1), (["--cpu", "native"], "autotune", 1),
+                               (["--no-autotune"], "model", 1)):
         good, msg = run_case(wlower, work, name, text, feeds, 2,
                              {"env": {"WLOWER_AUTOTUNE_CACHE": cache}, "flags": flags})
         man = json.load(open(os.path.join(d, "mod", "manifest.json")))
         bl = man["programs"][0].get("matmul_blocking", [])
         how = bl[0]["how"] if bl else "none"
-        good &= how == want
-        msgs.append("%s: %s, %s" % (" ".join(flags), how, msg))
+        n = len(open(cache).read().splitlines()) if os.path.exists(cache) else 0
+        sos.append(open(os.path.join(d, "mod", "module.so"), "rb").read())
+        good &= how == want and n == lines
+        msgs.append("%s: %s, cache lines %d, %s" % (" ".join(flags), how, n, msg))
         ok &= good
-    return ok, "; ".join(msgs)
+    same = sos[0] == sos[1]
+    msgs.append("cached compile same module.so: %s" % same)
+    return ok and same, "; ".join(msgs)
 
 
 def cpu_flag(flag):
