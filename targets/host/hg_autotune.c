@@ -13,7 +13,7 @@
  * the earlier candidate (the model's choice is first).
  *
  * Cache: one line per (CPU model, vector width, M, K, N, block, residual):
- *   model \t vw \t M \t K \t N \t block \t res \t mr \t nv \t mc \t kc \t ms
+ *   model \t vw (+ "bf16" for --host-precision bf16) \t M \t K \t N \t block \t res \t mr \t nv \t mc \t kc \t ms
  * appended (O_APPEND, one write) to $WLOWER_AUTOTUNE_CACHE, else
  * $XDG_CACHE_HOME/wlower/autotune.tsv, else ~/.cache/wlower/autotune.tsv; a
  * cached choice is used only if it is still among the candidates. A cache
@@ -62,7 +62,7 @@ static void key(char *k, size_t n, const HostGen *g, int64_t M, int64_t K, int64
 	for (char *c = model; *c; c++)
 		if (*c == '\t' || *c == '\n')
 			*c = ' ';
-	snprintf(k, n, "%s\t%d\t%lld\t%lld\t%lld\t%lld\t%d\t", model, g->vw, (long long)M, (long long)K, (long long)N,
+	snprintf(k, n, "%s\t%d%s\t%lld\t%lld\t%lld\t%lld\t%d\t", model, g->vw, g->bf16 ? "bf16" : "", (long long)M, (long long)K, (long long)N,
 	         (long long)block, res ? 1 : 0);
 }
 

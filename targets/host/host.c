@@ -747,6 +747,16 @@ static bool cpu_has_vnni(const char *cpu, const char *features, bool avx512)
 	return false;
 }
 
+static bool cpu_has_bf16_name(const char *cpu)
+{
+	static const char *names[] = {"cooperlake", "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d",
+	                              "znver4", "znver5", NULL};
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(cpu, names[i]))
+			return true;
+	return false;
+}
+
 int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 {
 	LLVMInitializeX86TargetInfo();
@@ -789,6 +799,15 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	host_cpu_describe(&hcpu, cpu, !strcmp(cpu_opt, "native"));
 	hcpu.autotune = hcpu.native && !o->host.no_autotune;
 	g.cpu = &hcpu;
+	/* --host-precision: bf16 needs AVX512-BF16 (by feature for native, by name otherwise) */
+	const char *prec = o->host.precision ? o->host.precision : "fp32";
+	bool has_bf16 = g.avx512 && (*features ? strstr(features, "+avx512bf16") != NULL : cpu_has_bf16_name(cpu));
+	if (!strcmp(prec, "bf16") && !has_bf16) {
+		diag_fail(d, "%s: --host-precision bf16: CPU '%s' has no AVX512-BF16 (use --host-precision auto or fp32)",
+		          model_name(o), cpu);
+		goto done;
+	}
+	g.bf16 = !strcmp(prec, "bf16") || (!strcmp(prec, "auto") && has_bf16);
 	hg_init_types(&g);
 	LLVMSetTarget(g.mod, triple);
 	LLVMTargetDataRef td = LLVMCreateTargetDataLayout(g.tm);
@@ -862,7 +881,9 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 		goto done;
 	cJSON *hw = manifest_hardware(mf), *pr = manifest_program(mf);
 	cJSON_AddStringToObject(hw, "cpu", cpu);
-	cJSON_AddStringToObject(hw, "features", features);
+	/* a named CPU has no feature list: bf16 code still needs its feature checked at load */
+	cJSON_AddStringToObject(hw, "features", *features || !g.bf16 ? features : "+avx512bf16");
+	cJSON_AddStringToObject(pr, "host_precision", g.bf16 ? "bf16" : "fp32");
 	cJSON_AddNumberToObject(hw, "vector_bits", g.vw * 32);
 	cJSON_AddStringToObject(hw, "cpu_model", hcpu.model);
 	cJSON *cj = cJSON_AddObjectToObject(hw, "caches");

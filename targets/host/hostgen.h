@@ -58,6 +58,7 @@ typedef struct HostGen {
 	bool avx512;
 	bool vnni;                    /* vpdpbusd: AVX512-VNNI (vw 16) or AVX-VNNI (vw 8) */
 	struct HgCpu *cpu;            /* caches and tuning of the target CPU (cpus.c) */
+	bool bf16;                    /* --host-precision bf16: 4-bit GEMM panels in bf16, vdpbf16ps */
 	LLVMTypeRef t_void, t_i1, t_i8, t_i16, t_i32, t_i64, t_f32, t_f16, t_ptr, t_vf, t_vi32;
 	LLVMTypeRef t_kernel;         /* i32 (ptr api, ptr args): WL_MODULE_OK or a status */
 	LLVMTypeRef t_body;           /* void (ptr ctx, i64 i0, i64 i1) */

@@ -51,6 +51,9 @@ typedef struct MM {
 	int64_t T;               /* panels */
 	int NR, NV, MR;
 	int64_t MC, KC;          /* panel path: rows per M block, k per cache block (0: in-register path) */
+	bool bf16;               /* panel path: --host-precision bf16 (vdpbf16ps on bf16 panels) */
+	LLVMValueRef Ab;         /* bf16: the M block of A as bf16, rows of KA */
+	int64_t KA;              /* bf16: A row stride in bf16 (K rounded up to 16) */
 	bool packed, has_tail, has_bias;
 	int act;                 /* epilogue: 1 = GELU (erf) */
 	bool has_res;            /* epilogue: + residual (input 5, shape of Y) */
@@ -134,6 +137,7 @@ static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
 		return diag_fail(d, "%s: node '%s': MatMulNBits: bad host blocking (mr %d, nv %d, mc %lld, kc %lld)",
 		                 hg_model_name(g), n->name, mm->MR, mm->NV, (long long)mm->MC, (long long)mm->KC);
 	mm->NR = mm->NV * g->vw;
+	mm->bf16 = g->bf16 && mm->bits == 4;
 	for (int i = 0; i < mm->nsplit; i++) {
 		mm->tstart[i] = mm->T;
 		mm->T += (mm->slen[i] + mm->NR - 1) / mm->NR;
@@ -550,6 +554,97 @@ static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
  * epilogue runs on the last one); hg_mm_blocking keeps KC = K when a residual
  * is fused (Y may share the residual's buffer). */
 
+/* bf16 (--host-precision bf16, AVX512-BF16): a k pair as one 32-bit lane of
+ * two bf16 (low: even k); vdpbf16ps adds a[2i]·b[2i] + a[2i+1]·b[2i+1] to
+ * lane i in float. The panel holds per k pair NR such lanes (dequantized
+ * weights rounded to nearest even), the M block of A is converted once per
+ * block into a bf16 copy (zero past K). */
+static LLVMValueRef x86_call(HostGen *g, const char *name, LLVMValueRef *args, int nargs)
+{
+	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+	if (!id)
+		wl_die(__FILE__, __LINE__, "unknown intrinsic %s", name);
+	return LLVMBuildCall2(g->b, LLVMIntrinsicGetType(g->ctx, id, NULL, 0), LLVMGetIntrinsicDeclaration(g->mod, id, NULL, 0),
+	                      args, (unsigned)nargs, "");
+}
+
+static LLVMValueRef to_bf16(HostGen *g, LLVMValueRef v)
+{
+	return x86_call(g, "llvm.x86.avx512bf16.cvtneps2bf16.512", &v, 1);
+}
+
+/* <32 x bfloat>: lane i = (lo[i], hi[i]) */
+static LLVMValueRef bf16_pairs(HostGen *g, LLVMValueRef lo, LLVMValueRef hi)
+{
+	LLVMValueRef e[32];
+	for (int i = 0; i < 16; i++) {
+		e[2 * i] = LLVMConstInt(g->t_i32, (unsigned)i, 0);
+		e[2 * i + 1] = LLVMConstInt(g->t_i32, (unsigned)(16 + i), 0);
+	}
+	return LLVMBuildShuffleVector(g->b, to_bf16(g, lo), to_bf16(g, hi), LLVMConstVector(e, 32), "bfp");
+}
+
+/* Ab[r, 0 .. KA) = bf16(A[mlo + r, 0 .. K)), 0 past K, for r < mhi − mlo */
+static void pack_a_bf16(HostGen *g, MM *mm, LLVMValueRef mlo, LLVMValueRef mhi)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMTypeRef vbf = LLVMVectorType(LLVMBFloatTypeInContext(g->ctx), 16);
+	HgLoop lr;
+	LLVMValueRef r = hg_loop_begin(g, &lr, hg_i64(g, 0), LLVMBuildSub(b, mhi, mlo, ""), 1, "ar");
+	LLVMValueRef src = hg_gepf(g, mm->A, LLVMBuildMul(b, LLVMBuildAdd(b, mlo, r, ""), hg_i64(g, mm->K), ""));
+	LLVMValueRef dst = LLVMBuildMul(b, r, hg_i64(g, mm->KA), "");
+	int64_t full = mm->K / 16 * 16;
+	for (int part = 0; part < 2; part++) {
+		int64_t lo = part ? full : 0, hi = part ? mm->KA : full;
+		if (hi <= lo)
+			continue;
+		HgLoop lk;
+		LLVMValueRef k = hg_loop_begin(g, &lk, hg_i64(g, lo), hg_i64(g, hi), 16, "ak");
+		LLVMValueRef v = part ? hg_vload_n(g, src, k, hg_i64(g, mm->K - full)) : hg_vload(g, src, k);
+		LLVMValueRef st = LLVMBuildStore(b, to_bf16(g, v),
+		                                 hg_gep(g, LLVMBFloatTypeInContext(g->ctx), mm->Ab, LLVMBuildAdd(b, dst, k, "")));
+		LLVMSetAlignment(st, 32);
+		(void)vbf;
+		hg_loop_end(g, &lk);
+	}
+	hg_loop_end(g, &lr);
+}
+
+/* acc of rows m0 .. m0+mr (A block row m0 − mlo) over k = kc0 .. kc0+kcl from the bf16 panel */
+static void panel_tile_bf16(HostGen *g, MM *mm, LLVMValueRef m0, LLVMValueRef mlo, int mr, LLVMValueRef t, int64_t kc0,
+                            int64_t kcl, LLVMValueRef Wp)
+{
+	LLVMBuilderRef b = g->b;
+	int NV = mm->NV;
+	LLVMTypeRef v32bf = LLVMVectorType(LLVMBFloatTypeInContext(g->ctx), 32);
+	/* A pairs as i32: row (m0 − mlo + i), pair kc0/2 + p */
+	LLVMValueRef abase = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildSub(b, m0, mlo, ""), hg_i64(g, mm->KA / 2), ""),
+	                                  hg_i64(g, kc0 / 2), "");
+	LLVMValueRef acc[16][4];
+	HgLoop lk;
+	LLVMValueRef p = hg_loop_begin(g, &lk, hg_i64(g, 0), hg_i64(g, (kcl + 1) / 2), 1, "kp");
+	for (int i = 0; i < mr; i++)
+		for (int h = 0; h < NV; h++)
+			acc[i][h] = hg_loop_carry(g, &lk, hg_vconst(g, 0.0f));
+	LLVMValueRef w[4];
+	LLVMValueRef wo = LLVMBuildMul(b, p, hg_i64(g, mm->NR), "");
+	for (int h = 0; h < NV; h++) {
+		w[h] = LLVMBuildLoad2(b, v32bf, hg_gep(g, g->t_i32, Wp, LLVMBuildAdd(b, wo, hg_i64(g, h * 16), "")), "wb");
+		LLVMSetAlignment(w[h], 64);
+	}
+	for (int i = 0; i < mr; i++) {
+		LLVMValueRef ai = LLVMBuildAdd(b, abase, LLVMBuildAdd(b, p, hg_i64(g, (int64_t)i * (mm->KA / 2)), ""), "");
+		LLVMValueRef a = hg_load(g, g->t_i32, mm->Ab, ai);
+		LLVMValueRef av = LLVMBuildBitCast(b, hg_vsplat(g, a), v32bf, "ab");
+		for (int h = 0; h < NV; h++) {
+			LLVMValueRef args[3] = {acc[i][h], av, w[h]};
+			hg_loop_next(g, &lk, acc[i][h], x86_call(g, "llvm.x86.avx512bf16.dpbf16ps.512", args, 3));
+		}
+	}
+	hg_loop_end(g, &lk);
+	epilogue_ex(g, mm, t, m0, mr, acc, kc0 == 0, kc0 + kcl >= mm->K);
+}
+
 /* Wp[0 .. kcl) = dequantized rows kc0 .. kc0+kcl of panel t (kc0: a multiple of the block) */
 static void panel_dequant(HostGen *g, MM *mm, LLVMValueRef t, int64_t kc0, int64_t kcl, LLVMValueRef Wp)
 {
@@ -581,6 +676,15 @@ static void panel_dequant(HostGen *g, MM *mm, LLVMValueRef t, int64_t kc0, int64
 		LLVMValueRef r = LLVMBuildSub(b, LLVMBuildMul(b, pair, hg_i64(g, 2), ""), hg_i64(g, kc0), "");
 		LLVMValueRef o0 = LLVMBuildMul(b, r, hg_i64(g, mm->NR), "");
 		for (int h = 0; h < NV; h++) {
+			if (mm->bf16) {
+				/* pair row r/2: NR lanes of (bf16 even k, bf16 odd k) */
+				LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, pp, hg_i64(g, mm->NR), ""), hg_i64(g, h * vw), "");
+				o = LLVMBuildAdd(b, o, hg_i64(g, (kb0 * mm->block - kc0) / 2 * mm->NR), "");
+				LLVMValueRef st = LLVMBuildStore(b, bf16_pairs(g, wlo[h], whi[h]),
+				                                 hg_gep(g, g->t_i32, Wp, LLVMBuildAdd(b, o, LLVMBuildMul(b, LLVMBuildSub(b, kb, hg_i64(g, kb0), ""), hg_i64(g, mm->block / 2 * mm->NR), ""), "")));
+				LLVMSetAlignment(st, 64);
+				continue;
+			}
 			LLVMValueRef o = LLVMBuildAdd(b, o0, hg_i64(g, h * vw), "");
 			LLVMBuildStore(b, wlo[h], hg_gepf(g, Wp, o));
 			LLVMBuildStore(b, whi[h], hg_gepf(g, Wp, LLVMBuildAdd(b, o, hg_i64(g, mm->NR), "")));
@@ -647,6 +751,13 @@ static int emit_panels(HostGen *g, MM *mm, LLVMValueRef fn)
 	int64_t KC = mm->KC < mm->K ? mm->KC : mm->K;
 	/* + one row: an odd K's last pair writes row kcl */
 	LLVMValueRef Wp = hg_alloca(g, g->t_f32, (KC + 1) * mm->NR, 64, "wpanel");
+	LLVMValueRef curmc = NULL;
+	if (mm->bf16) {
+		mm->KA = (mm->K + 15) / 16 * 16;
+		mm->Ab = hg_alloca(g, LLVMBFloatTypeInContext(g->ctx), mm->MC * mm->KA, 64, "abf16");
+		curmc = hg_alloca(g, g->t_i64, 1, 8, "curmc");
+		LLVMBuildStore(b, hg_i64(g, -1), curmc);
+	}
 	HgLoop lt;
 	LLVMValueRef task = hg_loop_begin(g, &lt, p.i0, p.i1, 1, "task");
 	LLVMValueRef mc = LLVMBuildSDiv(b, task, hg_i64(g, mm->T), "mc");
@@ -658,18 +769,32 @@ static int emit_panels(HostGen *g, MM *mm, LLVMValueRef fn)
 	LLVMValueRef mfull = LLVMBuildAdd(
 		b, mlo, LLVMBuildMul(b, LLVMBuildSDiv(b, LLVMBuildSub(b, mhi, mlo, ""), hg_i64(g, mm->MR), ""), hg_i64(g, mm->MR), ""),
 		"mfull");
+	if (mm->bf16) {
+		/* the M block's A as bf16, once per block (tasks of a chunk are consecutive) */
+		HgIf fa;
+		hg_if_begin(g, &fa, LLVMBuildICmp(b, LLVMIntNE, LLVMBuildLoad2(b, g->t_i64, curmc, ""), mc, ""));
+		pack_a_bf16(g, mm, mlo, mhi);
+		LLVMBuildStore(b, mc, curmc);
+		hg_if_end(g, &fa);
+	}
 	for (int64_t kc0 = 0; kc0 < mm->K; kc0 += KC) {
 		int64_t kcl = mm->K - kc0 < KC ? mm->K - kc0 : KC;
 		panel_dequant(g, mm, t, kc0, kcl, Wp);
 		HgLoop lm;
 		LLVMValueRef m0 = hg_loop_begin(g, &lm, mlo, mfull, mm->MR, "m0");
-		panel_tile(g, mm, m0, mm->MR, t, kc0, kcl, Wp);
+		if (mm->bf16)
+			panel_tile_bf16(g, mm, m0, mlo, mm->MR, t, kc0, kcl, Wp);
+		else
+			panel_tile(g, mm, m0, mm->MR, t, kc0, kcl, Wp);
 		hg_loop_end(g, &lm);
 		if (tail_mr) {
 			/* only the last M block has a partial tile */
 			HgIf f;
 			hg_if_begin(g, &f, LLVMBuildICmp(b, LLVMIntSLT, mfull, mhi, ""));
-			panel_tile(g, mm, mfull, tail_mr, t, kc0, kcl, Wp);
+			if (mm->bf16)
+				panel_tile_bf16(g, mm, mfull, mlo, tail_mr, t, kc0, kcl, Wp);
+			else
+				panel_tile(g, mm, mfull, tail_mr, t, kc0, kcl, Wp);
 			hg_if_end(g, &f);
 		}
 	}
@@ -1010,6 +1135,7 @@ void hg_mm_trial_kernel(HostGen *g, const Node *n, int64_t M, int64_t K, int64_t
 	mm.tstart[1] = mm.T;
 	mm.has_tail = N % mm.NR != 0;
 	mm.packed = true;
+	mm.bf16 = g->bf16;
 	if (mm.MC > 0 && M > mm.MR)
 		emit_panels(g, &mm, fn);
 	else
