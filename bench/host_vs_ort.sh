@@ -21,7 +21,8 @@
 # REPS (default 10), THREADS (default 2), GRAPHS (space-separated subset of the
 # names above), PROFILE_LINES (default 12; 0 = no profile), FMA_PEAK (GFLOP/s
 # to compute % of peak against, e.g. a measurement on a quiet machine;
-# default: bench/fma_peak.c measured at the start of this run).
+# default: bench/fma_peak.c measured at the start of this run), WFLAGS (extra
+# compile flags, e.g. "--host-precision bf16").
 set -u
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -130,7 +131,7 @@ for g in $GRAPHS; do
 	mod=$C/host/$g
 	rm -rf "$mod"
 	mkdir -p "$C/host"
-	if ! "$W" "$m" --target host -o "$mod" >"$C/compile.txt" 2>&1; then
+	if ! "$W" "$m" --target host ${WFLAGS:-} -o "$mod" >"$C/compile.txt" 2>&1; then
 		printf '| %s | compile failed: %s |\n' "$g" "$(grep -m1 error "$C/compile.txt" | head -c 300)"
 		continue
 	fi

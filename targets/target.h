@@ -24,6 +24,8 @@ typedef struct HostConfig {
 	const char *cpu;        /* --cpu (default "native") */
 	int threads;            /* --threads (default 0 = online CPUs, at run time) */
 	bool emit_llvm_ir;      /* --emit llvm-ir: also write DIR/module.ll (lit tests) */
+	bool no_autotune;       /* --no-autotune: the blocking model only, no measurements */
+	const char *precision;  /* --host-precision fp32 (default) | bf16 | auto */
 } HostConfig;
 
 typedef struct TargetOptions {

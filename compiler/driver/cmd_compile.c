@@ -146,6 +146,12 @@ static const char usage_main[] =
 "  --ext-bw BW           qc-*: external (DDR) bandwidth, e.g. 128GBps (default)\n"
 "  --cpu NAME            host: CPU to tune for: native (default), x86-64-v3, skylake-avx512...\n"
 "                        (--cpu help lists the names)\n"
+"  --no-autotune         host: with --cpu native, take the blocking model's choice instead of\n"
+"                        timing a few candidate blockings per MatMulNBits shape (cached in\n"
+"                        ~/.cache/wlower/autotune.tsv; docs/host-contracts.md)\n"
+"  --host-precision P    host: fp32 (default), bf16 (4-bit MatMulNBits GEMMs with M >= 4 tile\n"
+"                        rows multiply in bf16 with AVX512-BF16, float accumulation; an error\n"
+"                        if the CPU lacks it) or auto (bf16 where the CPU has it, else fp32)\n"
 "  --threads N           host: default thread count recorded in the manifest (0 = all cores)\n"
 "  --emit llvm-ir        host: also write DIR/module.ll (the optimized LLVM IR)\n"
 "  --pipeline KIND       with --target ref|host: compile the programs of a KV-cached loop\n"
@@ -169,6 +175,8 @@ typedef struct Options {
 	long cores, macs_per_pe, threads, prefill_rows;
 	double ocm, clock, ext_bw, calibrate_margin;
 	bool argmax_on_device;
+	bool no_autotune;
+	const char *host_precision;
 	bool print_weights, external_data, list_passes, list_ops, stats, print_fracbits;
 	OptList dims;                  /* --dim NAME=N, each occurrence */
 	OptList calibrate;             /* --calibrate FILE, each occurrence */
@@ -220,6 +228,8 @@ static const OptSpec compile_opts[] = {
 	{"--ext-bw", NULL, OPT_BANDWIDTH, O(ext_bw), 1e6, 1e15, false, "%s: '%s' is not a bandwidth like 128GBps"},
 	{"--cpu", NULL, OPT_STRING, O(cpu)},
 	{"--threads", NULL, OPT_INT, O(threads), 0, 1024, false, "%s: '%s' is not 0..1024"},
+	{"--no-autotune", NULL, OPT_FLAG, O(no_autotune)},
+	{"--host-precision", NULL, OPT_STRING, O(host_precision)},
 	OPT_END,
 };
 #undef O
@@ -238,7 +248,7 @@ static bool given(const Options *o, const char *name)
 
 /* The hardware options, by target; they need --target. */
 static const char *const chimera_only[] = {"--cores", "--ocm", "--macs-per-pe", "--clock", "--ext-bw", NULL};
-static const char *const host_only[] = {"--cpu", "--threads", NULL};
+static const char *const host_only[] = {"--cpu", "--threads", "--no-autotune", "--host-precision", NULL};
 
 /* The first option of list that was given, or NULL. */
 static const char *first_given(const Options *o, const char *const *list)
@@ -376,6 +386,11 @@ static int target_options(Options *o, TargetKind kind, TargetOptions *out)
 	                    .fuse = o->pipe.fuse, .t_start_ms = wl_now_ms()};
 	chimera_config_preset(chimera ? kind : TARGET_QC_P, &to.chimera);
 	to.host.cpu = o->cpu ? o->cpu : "native";
+	to.host.no_autotune = o->no_autotune;
+	if (o->host_precision && strcmp(o->host_precision, "fp32") && strcmp(o->host_precision, "bf16") &&
+	    strcmp(o->host_precision, "auto"))
+		return cmd_usage(NULL, "--host-precision: '%s' is not fp32, bf16 or auto", o->host_precision);
+	to.host.precision = o->host_precision ? o->host_precision : "fp32";
 	if (given(o, "--cores"))
 		to.chimera.cores = (int)o->cores;
 	if (given(o, "--ocm"))

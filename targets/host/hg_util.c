@@ -400,8 +400,6 @@ void hg_if_end(HostGen *g, HgIf *f)
 
 /* ---------------------------------------------------------------- parallel_for */
 
-static int par_counter;
-
 void hg_par_begin(HostGen *g, HgPar *p, LLVMValueRef api, LLVMValueRef n, LLVMValueRef *caps, int ncap, const char *name)
 {
 	WL_ASSERT(ncap <= HG_MAX_CAP);
@@ -422,7 +420,13 @@ void hg_par_begin(HostGen *g, HgPar *p, LLVMValueRef api, LLVMValueRef n, LLVMVa
 	LLVMValueRef caller = cur_fn(g);
 	size_t len;
 	const char *cn = LLVMGetValueName2(caller, &len);
-	snprintf(fname, sizeof fname, "%.*s.%s.%d", (int)len, cn, name, par_counter++);
+	/* the first free number in this module (not a process-wide counter: the
+	 * autotune's trial modules must not change the module's symbol names) */
+	for (int k = 0;; k++) {
+		snprintf(fname, sizeof fname, "%.*s.%s.%d", (int)len, cn, name, k);
+		if (!LLVMGetNamedFunction(g->mod, fname))
+			break;
+	}
 	p->fn = LLVMAddFunction(g->mod, fname, g->t_body);
 	LLVMSetLinkage(p->fn, LLVMInternalLinkage);
 	LLVMBasicBlockRef e = LLVMAppendBasicBlockInContext(g->ctx, p->fn, "entry");

@@ -133,7 +133,7 @@ out:
 
 /* ---------------------------------------------------------------- codegen */
 
-static void init_types(HostGen *g)
+void hg_init_types(HostGen *g)
 {
 	LLVMContextRef c = g->ctx;
 	g->t_void = LLVMVoidTypeInContext(c);
@@ -155,7 +155,7 @@ static void init_types(HostGen *g)
 	g->t_api = LLVMStructTypeInContext(c, ap, 5, 0);
 }
 
-static void set_fn_attrs(HostGen *g, LLVMValueRef fn)
+void hg_set_fn_attrs(HostGen *g, LLVMValueRef fn)
 {
 	const char *kv[][2] = {{"min-legal-vector-width", g->avx512 ? "512" : "256"},
 	                       {"prefer-vector-width", g->avx512 ? "512" : "256"},
@@ -316,7 +316,7 @@ static LLVMValueRef gen_run_step(HostGen *g, const StepGlobals *sg)
 	LLVMTypeRef rp[6] = {g->t_ptr, g->t_i32, g->t_ptr, g->t_ptr, g->t_ptr, g->t_ptr};
 	LLVMValueRef fn = LLVMAddFunction(g->mod, "run_step", LLVMFunctionType(g->t_i32, rp, 6, 0));
 	LLVMSetLinkage(fn, LLVMInternalLinkage);
-	set_fn_attrs(g, fn);
+	hg_set_fn_attrs(g, fn);
 	LLVMValueRef api = LLVMGetParam(fn, 0), io = LLVMGetParam(fn, 2), w = LLVMGetParam(fn, 3),
 	             ws = LLVMGetParam(fn, 4), args = LLVMGetParam(fn, 5);
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
@@ -494,7 +494,7 @@ static int node_kernel(HostGen *g, HgShare *share, const Node *n, int idx, uint6
 	sanitize(name);
 	LLVMValueRef fn = out->fn = LLVMAddFunction(g->mod, name, g->t_kernel);
 	LLVMSetLinkage(fn, LLVMInternalLinkage);
-	set_fn_attrs(g, fn);
+	hg_set_fn_attrs(g, fn);
 	/* one function per kernel also after O3 (profiling, lit tests) */
 	LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
 	                        LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("noinline", 8), 0));
@@ -595,7 +595,7 @@ static int gen_module(HostGen *g, Plan *p, Diag *d)
 		if (!LLVMIsDeclaration(f) && LLVMGetLinkage(f) == LLVMInternalLinkage &&
 		    LLVMGetTypeKind(LLVMGlobalGetValueType(f)) == LLVMFunctionTypeKind &&
 		    LLVMGlobalGetValueType(f) == g->t_body)
-			set_fn_attrs(g, f);
+			hg_set_fn_attrs(g, f);
 
 	/* int32_t wl_module_abi(void) */
 	LLVMValueRef abi = LLVMAddFunction(g->mod, "wl_module_abi", LLVMFunctionType(g->t_i32, NULL, 0, 0));
@@ -614,7 +614,7 @@ static int gen_module(HostGen *g, Plan *p, Diag *d)
 	 * WL_MODULE_OK */
 	LLVMTypeRef rp[4] = {g->t_ptr, g->t_ptr, g->t_ptr, g->t_ptr};
 	LLVMValueRef run = LLVMAddFunction(g->mod, "wl_module_run", LLVMFunctionType(g->t_i32, rp, 4, 0));
-	set_fn_attrs(g, run);
+	hg_set_fn_attrs(g, run);
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, run, "entry"));
 	LLVMValueRef aiwws[4] = {LLVMGetParam(run, 0), LLVMGetParam(run, 1), LLVMGetParam(run, 2), LLVMGetParam(run, 3)};
 	LLVMValueRef args = hg_alloca(g, g->t_ptr, maxargs, 8, "args");
@@ -664,7 +664,7 @@ static int write_weights(Plan *p, const char *dir, Diag *d)
 
 /* cc -shared -o so obj; its stderr is read through a pipe so that a failure
  * is one line (the first thing cc or ld said, e.g. "No space left on device"). */
-static int run_cc(const char *so, const char *obj, Diag *d)
+int hg_run_cc(const char *so, const char *obj, Diag *d)
 {
 	char *argv[] = {"cc", "-shared", "-o", (char *)so, (char *)obj, NULL};
 	int fds[2];
@@ -747,6 +747,16 @@ static bool cpu_has_vnni(const char *cpu, const char *features, bool avx512)
 	return false;
 }
 
+static bool cpu_has_bf16_name(const char *cpu)
+{
+	static const char *names[] = {"cooperlake", "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d",
+	                              "znver4", "znver5", NULL};
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(cpu, names[i]))
+			return true;
+	return false;
+}
+
 int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 {
 	LLVMInitializeX86TargetInfo();
@@ -785,7 +795,20 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	g.avx512 = cpu_has_avx512(cpu, features);
 	g.vw = g.avx512 ? 16 : 8;
 	g.vnni = cpu_has_vnni(cpu, features, g.avx512);
-	init_types(&g);
+	HgCpu hcpu;
+	host_cpu_describe(&hcpu, cpu, !strcmp(cpu_opt, "native"));
+	hcpu.autotune = hcpu.native && !o->host.no_autotune;
+	g.cpu = &hcpu;
+	/* --host-precision: bf16 needs AVX512-BF16 (by feature for native, by name otherwise) */
+	const char *prec = o->host.precision ? o->host.precision : "fp32";
+	bool has_bf16 = g.avx512 && (*features ? strstr(features, "+avx512bf16") != NULL : cpu_has_bf16_name(cpu));
+	if (!strcmp(prec, "bf16") && !has_bf16) {
+		diag_fail(d, "%s: --host-precision bf16: CPU '%s' has no AVX512-BF16 (use --host-precision auto or fp32)",
+		          model_name(o), cpu);
+		goto done;
+	}
+	g.bf16 = !strcmp(prec, "bf16") || (!strcmp(prec, "auto") && has_bf16);
+	hg_init_types(&g);
 	LLVMSetTarget(g.mod, triple);
 	LLVMTargetDataRef td = LLVMCreateTargetDataLayout(g.tm);
 	char *dl = LLVMCopyStringRepOfTargetData(td);
@@ -848,7 +871,7 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 		goto done;
 	}
 	snprintf(path, sizeof path, "%s/module.so", dir);
-	int lr = run_cc(path, obj, d);
+	int lr = hg_run_cc(path, obj, d);
 	unlink(obj);
 	if (lr != WL_OK || write_weights(&plan, dir, d) != WL_OK)
 		goto done;
@@ -858,8 +881,37 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 		goto done;
 	cJSON *hw = manifest_hardware(mf), *pr = manifest_program(mf);
 	cJSON_AddStringToObject(hw, "cpu", cpu);
-	cJSON_AddStringToObject(hw, "features", features);
+	/* a named CPU has no feature list: bf16 code still needs its feature checked at load */
+	cJSON_AddStringToObject(hw, "features", *features || !g.bf16 ? features : "+avx512bf16");
+	cJSON_AddStringToObject(pr, "host_precision", g.bf16 ? "bf16" : "fp32");
 	cJSON_AddNumberToObject(hw, "vector_bits", g.vw * 32);
+	cJSON_AddStringToObject(hw, "cpu_model", hcpu.model);
+	cJSON *cj = cJSON_AddObjectToObject(hw, "caches");
+	cJSON_AddNumberToObject(cj, "l1d", (double)hcpu.l1d);
+	cJSON_AddNumberToObject(cj, "l2", (double)hcpu.l2);
+	cJSON_AddNumberToObject(cj, "l3", (double)hcpu.l3);
+	cJSON_AddStringToObject(cj, "source", hcpu.cache_source);
+	/* the blocking of each 4-bit MatMulNBits (docs/host-contracts.md) */
+	cJSON *bj = cJSON_AddArrayToObject(pr, "matmul_blocking");
+	FOR_NODES(m->graph, n) {
+		if (n->op != OP_WlMatMulNBits || !node_attr(n, "host_mr"))
+			continue;
+		static const char *const hows[] = {"model", "autotune", "cache", "forced"};
+		int64_t how = attr_int(n, "host_tune", 0);
+		cJSON *e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "node", n->name);
+		cJSON_AddNumberToObject(e, "K", (double)attr_int(n, "K", 0));
+		cJSON_AddNumberToObject(e, "N", (double)attr_int(n, "N", 0));
+		cJSON_AddNumberToObject(e, "mr", (double)attr_int(n, "host_mr", 0));
+		cJSON_AddNumberToObject(e, "nv", (double)attr_int(n, "host_nv", 0));
+		cJSON_AddNumberToObject(e, "mc", (double)attr_int(n, "host_mc", 0));
+		cJSON_AddNumberToObject(e, "kc", (double)attr_int(n, "host_kc", 0));
+		cJSON_AddStringToObject(e, "how", hows[how >= 0 && how < 4 ? how : 0]);
+		const Attr *ms = node_attr(n, "host_tune_ms");
+		if (ms && ms->f > 0)
+			cJSON_AddNumberToObject(e, "tuned_ms", (double)(int64_t)(ms->f * 1e4 + 0.5) / 1e4);
+		cJSON_AddItemToArray(bj, e);
+	}
 	cJSON_AddNumberToObject(pr, "workspace_bytes", (double)plan.work_bytes);
 	cJSON_AddNumberToObject(pr, "abi", WL_MODULE_ABI);
 	cJSON_AddNumberToObject(pr, "threads", o->host.threads);

@@ -57,6 +57,8 @@ typedef struct HostGen {
 	int vw;                       /* floats per vector register: 16 (AVX-512), 8 (AVX2) */
 	bool avx512;
 	bool vnni;                    /* vpdpbusd: AVX512-VNNI (vw 16) or AVX-VNNI (vw 8) */
+	struct HgCpu *cpu;            /* caches and tuning of the target CPU (cpus.c) */
+	bool bf16;                    /* --host-precision bf16: 4-bit GEMM panels in bf16, vdpbf16ps */
 	LLVMTypeRef t_void, t_i1, t_i8, t_i16, t_i32, t_i64, t_f32, t_f16, t_ptr, t_vf, t_vi32;
 	LLVMTypeRef t_kernel;         /* i32 (ptr api, ptr args): WL_MODULE_OK or a status */
 	LLVMTypeRef t_body;           /* void (ptr ctx, i64 i0, i64 i1) */
@@ -279,6 +281,54 @@ HgShare *hg_share_new(void);
 void hg_share_free(HgShare *c);
 const HgKfn *hg_share_find(HgShare *c, const Node *n, uint64_t scratch);   /* NULL: none yet */
 void hg_share_add(HgShare *c, const Node *n, uint64_t scratch, const HgKfn *k);
+
+/* cpus.c: what the generators tune for. Cache sizes come from sysfs
+ * (/sys/devices/system/cpu/cpu0/cache/index*) for --cpu native (CPUID's
+ * cache leaves where sysfs has none), else from a table by CPU name
+ * (generic defaults for names it does not list). */
+typedef struct HgCpu {
+	char name[64];                /* LLVM's CPU name (native: the host's) */
+	char model[128];              /* /proc/cpuinfo model name (native), else name */
+	int64_t l1d, l2, l3;          /* bytes per core (l3: whole cache) */
+	const char *cache_source;     /* "sysfs", "cpuid" (no sysfs cache directory) or "table" */
+	bool native, autotune;        /* autotune: --cpu native without --no-autotune */
+} HgCpu;
+void host_cpu_describe(HgCpu *c, const char *name, bool native);
+
+/* kgen_matmul.c: MatMulNBits blocking (docs/host-contracts.md "Micro-kernel
+ * model"). mr x nv: register tile (rows x vectors of vw floats); mc: rows
+ * per M block, kc: k per cache block (mc 0: dequantize in registers, the
+ * small-M path). hg_mm_default_blocking is the model's choice from the
+ * cache sizes; hg_mm_blocking also runs the autotune when enabled. */
+typedef struct HgBlocking {
+	int mr, nv;
+	int64_t mc, kc;
+	const char *how;              /* "model", "autotune" (measured now or cached), "forced" */
+	double ms;                    /* autotune: the winner's time (0: not measured) */
+} HgBlocking;
+void hg_mm_default_blocking(HostGen *g, int64_t M, int64_t K, int64_t N, int64_t block, HgBlocking *bl);
+int hg_mm_tile_candidates(HostGen *g, const int (**t)[2]);
+int hg_mm_blocking(HostGen *g, Node *n, int64_t M, int64_t K, int64_t N, int64_t block, bool has_res, HgBlocking *bl,
+                   Diag *d);
+
+/* host.c, shared with the autotune (hg_autotune.c): the HostGen types of
+ * g->ctx and g->vw, the attributes of a kernel function, `cc -shared`. */
+void hg_init_types(HostGen *g);
+void hg_set_fn_attrs(HostGen *g, LLVMValueRef fn);
+int hg_run_cc(const char *so, const char *obj, Diag *d);
+
+/* hg_autotune.c: times each candidate blocking of a 4-bit MatMulNBits of
+ * shape M x K x N (block) on the compiling machine (generated kernels, one
+ * thread, random data, min over a few rounds) and returns the fastest in
+ * *best (how "autotune", ms its time); results are cached per CPU model and
+ * shape in $WLOWER_AUTOTUNE_CACHE, else $XDG_CACHE_HOME/wlower/autotune.tsv
+ * or ~/.cache/wlower/autotune.tsv (a later compile takes the cached choice
+ * and its time: the same module). Emits the trial kernels with
+ * hg_mm_trial_kernel (kgen_matmul.c). */
+int hg_autotune_mm(HostGen *g, const Node *n, int64_t M, int64_t K, int64_t N, int64_t block, bool has_res,
+                   const HgBlocking *cand, int ncand, HgBlocking *best, Diag *d);
+void hg_mm_trial_kernel(HostGen *g, const Node *n, int64_t M, int64_t K, int64_t N, int64_t block,
+                        const HgBlocking *bl, LLVMValueRef fn);
 
 /* cpus.c: the --cpu names of --target host (64-bit x86 processors of LLVM
  * 19, and "native"); host_cpu_list prints them, a few per line. */

@@ -50,6 +50,10 @@ typedef struct MM {
 	int64_t soff[MAXSPLIT], slen[MAXSPLIT], tstart[MAXSPLIT + 1];  /* column offset, width, first panel */
 	int64_t T;               /* panels */
 	int NR, NV, MR;
+	int64_t MC, KC;          /* panel path: rows per M block, k per cache block (0: in-register path) */
+	bool bf16;               /* panel path: --host-precision bf16 (vdpbf16ps on bf16 panels) */
+	LLVMValueRef Ab;         /* bf16: the M block of A as bf16, rows of KA */
+	int64_t KA;              /* bf16: A row stride in bf16 (K rounded up to 16) */
 	bool packed, has_tail, has_bias;
 	int act;                 /* epilogue: 1 = GELU (erf) */
 	bool has_res;            /* epilogue: + residual (input 5, shape of Y) */
@@ -75,10 +79,10 @@ static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
 		return diag_fail(d, "%s: node '%s': MatMulNBits bits=%lld is not supported on host (4 or 32)", hg_model_name(g),
 		                 n->name, (long long)mm->bits);
 	if (mm->bits == 4) {
-		if (mm->block < 16 || (mm->block & (mm->block - 1)) || mm->K % mm->block)
-			return diag_fail(d, "%s: node '%s': MatMulNBits on host needs K (%lld) a multiple of block_size (%lld, a power of 2 >= 16)",
-			                 hg_model_name(g), n->name, (long long)mm->K, (long long)mm->block);
-		mm->kblocks = mm->K / mm->block;
+		if (mm->block < 16 || mm->block > (1 << 20) || (mm->block & (mm->block - 1)))
+			return diag_fail(d, "%s: node '%s': MatMulNBits on host needs block_size (%lld) a power of 2 >= 16",
+			                 hg_model_name(g), n->name, (long long)mm->block);
+		mm->kblocks = (mm->K + mm->block - 1) / mm->block;   /* the last block may be partial */
 	}
 	const Value *a = n->inputs[0];
 	int64_t dims[8];
@@ -120,9 +124,20 @@ static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
 	if (mm->trans_b && mm->nsplit > 1)
 		return diag_fail(d, "%s: node '%s': MatMulNBits: trans_b=1 with splits is not supported on host", hg_model_name(g),
 		                 n->name);
-	mm->NV = 2;
+	/* blocking: chosen by hg_prepare_matmul_nbits (hg_mm_blocking) and kept
+	 * on the node, or the CPU's defaults */
+	HgBlocking bl;
+	hg_mm_default_blocking(g, mm->M, mm->K, mm->N, mm->block ? mm->block : 1, &bl);
+	mm->MR = (int)attr_int(n, "host_mr", bl.mr);
+	mm->NV = (int)attr_int(n, "host_nv", bl.nv);
+	mm->MC = attr_int(n, "host_mc", 0);
+	mm->KC = attr_int(n, "host_kc", 0);
+	if (mm->MR < 1 || mm->MR > 16 || mm->NV < 1 || mm->NV > 4 || mm->MC < 0 || mm->KC < 0 ||
+	    (mm->MC && (mm->MC % mm->MR || mm->KC <= 0 || mm->bits != 4 || (mm->KC < mm->K && mm->KC % mm->block))))
+		return diag_fail(d, "%s: node '%s': MatMulNBits: bad host blocking (mr %d, nv %d, mc %lld, kc %lld)",
+		                 hg_model_name(g), n->name, mm->MR, mm->NV, (long long)mm->MC, (long long)mm->KC);
 	mm->NR = mm->NV * g->vw;
-	mm->MR = g->avx512 ? 12 : 6;
+	mm->bf16 = g->bf16 && mm->bits == 4;
 	for (int i = 0; i < mm->nsplit; i++) {
 		mm->tstart[i] = mm->T;
 		mm->T += (mm->slen[i] + mm->NR - 1) / mm->NR;
@@ -216,6 +231,26 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 		fuse_epilogue(n);
 	if (mm.bits != 4 || mm.packed)
 		return WL_OK;
+	/* register and cache blocking for this CPU and shape (packing follows NR) */
+	HgBlocking bl;
+	if (mm_read(g, n, &mm, d) != WL_OK)   /* again: the epilogue fusion may have added a residual */
+		return WL_ERR;
+	if (hg_mm_blocking(g, n, mm.M, mm.K, mm.N, mm.block, mm.has_res, &bl, d) != WL_OK)
+		return WL_ERR;
+	node_add_attr(n, "host_mr", AT_INT)->i = bl.mr;
+	node_add_attr(n, "host_nv", AT_INT)->i = bl.nv;
+	node_add_attr(n, "host_mc", AT_INT)->i = bl.mc;
+	node_add_attr(n, "host_kc", AT_INT)->i = bl.kc;
+	/* for manifest.json (host.c): how it was chosen, the measured time */
+	static const char *const hows[] = {"model", "autotune", "cache", "forced", NULL};
+	int hw = 0;
+	for (int i = 0; hows[i]; i++)
+		if (bl.how && !strcmp(bl.how, hows[i]))
+			hw = i;
+	node_add_attr(n, "host_tune", AT_INT)->i = hw;
+	node_add_attr(n, "host_tune_ms", AT_FLOAT)->f = (float)bl.ms;
+	if (mm_read(g, n, &mm, d) != WL_OK)
+		return WL_ERR;
 	const Value *B = n->inputs[1], *S = n->ninputs > 2 ? n->inputs[2] : NULL, *Z = n->ninputs > 3 ? n->inputs[3] : NULL;
 	const Value *bias = mm.has_bias ? n->inputs[4] : NULL;
 	int64_t blob = mm.block / 2, zp_row = (mm.kblocks * 4 + 7) / 8;
@@ -239,7 +274,8 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 	int64_t NR = mm.NR, T = mm.T, K = mm.K;
 	Graph *gr = n->graph;
 	void *pb, *ps, *po, *pbias = NULL;
-	Value *vb = hg_new_init(gr, "host_w4", DT_UINT8, T * (K / 2) * NR, &pb);
+	int64_t KP = (K + 1) / 2;   /* k pairs (an odd K ends with a half-used byte) */
+	Value *vb = hg_new_init(gr, "host_w4", DT_UINT8, T * KP * NR, &pb);
 	Value *vs = hg_new_init(gr, "host_scale", DT_FLOAT, T * mm.kblocks * NR, &ps);
 	Value *vo = hg_new_init(gr, "host_offset", DT_FLOAT, T * mm.kblocks * NR, &po);
 	Value *vbias = bias ? hg_new_init(gr, "host_bias", DT_FLOAT, T * NR, &pbias) : NULL;
@@ -263,10 +299,10 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 					os[(t * mm.kblocks + kb) * NR + j] = sc;
 					oo[(t * mm.kblocks + kb) * NR + j] = -zp * sc;
 				}
-				for (int64_t p = 0; p < K / 2; p++) {
+				for (int64_t p = 0; p < KP; p++) {
 					/* k = 2p, 2p+1 live in one byte of the source blob (low nibble first) */
 					int64_t kb = (2 * p) / mm.block, r = (2 * p) % mm.block;
-					ob[(t * (K / 2) + p) * NR + j] = q[(col * mm.kblocks + kb) * blob + r / 2];
+					ob[(t * KP + p) * NR + j] = q[(col * mm.kblocks + kb) * blob + r / 2];
 				}
 			}
 	node_set_input(n, 1, vb);
@@ -311,6 +347,137 @@ static LLVMValueRef lanes(HostGen *g, LLVMValueRef ldc, LLVMValueRef c0, int h)
 	return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, r, hg_i64(g, g->vw), ""), hg_i64(g, g->vw), r, "");
 }
 
+/* The 4-bit weights of panel t at k pair `pair` (i64), dequantized with the
+ * block's scale and offset vectors sv/ov: lo = row 2·pair, hi = row 2·pair+1. */
+static void deq_pair(HostGen *g, MM *mm, LLVMValueRef wt, LLVMValueRef pair, LLVMValueRef *sv, LLVMValueRef *ov,
+                     LLVMValueRef *wlo, LLVMValueRef *whi)
+{
+	LLVMBuilderRef b = g->b;
+	int vw = g->vw;
+	LLVMTypeRef vi8 = LLVMVectorType(g->t_i8, (unsigned)vw);
+	for (int h = 0; h < mm->NV; h++) {
+		LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, pair, hg_i64(g, mm->NR), ""), hg_i64(g, h * vw), "");
+		LLVMValueRef q8 = LLVMBuildLoad2(b, vi8, hg_gep(g, g->t_i8, wt, off), "q8");
+		LLVMSetAlignment(q8, 1);
+		LLVMValueRef q = LLVMBuildZExt(b, q8, g->t_vi32, "");
+		LLVMValueRef lo = LLVMBuildAnd(b, q, hg_vsplat(g, hg_i32(g, 15)), "");
+		LLVMValueRef hi = LLVMBuildLShr(b, q, hg_vsplat(g, hg_i32(g, 4)), "");
+		wlo[h] = hg_fma(g, LLVMBuildSIToFP(b, lo, g->t_vf, ""), sv[h], ov[h]);
+		if (whi)
+			whi[h] = hg_fma(g, LLVMBuildSIToFP(b, hi, g->t_vf, ""), sv[h], ov[h]);
+	}
+}
+
+/* packed 4-bit panel t (bytes), its scales and offsets */
+static void panel_ptrs(HostGen *g, MM *mm, LLVMValueRef t, LLVMValueRef *wt, LLVMValueRef *st, LLVMValueRef *ot)
+{
+	LLVMBuilderRef b = g->b;
+	*wt = hg_gep(g, g->t_i8, mm->B, LLVMBuildMul(b, t, hg_i64(g, (mm->K + 1) / 2 * mm->NR), ""));
+	*st = hg_gepf(g, mm->SC, LLVMBuildMul(b, t, hg_i64(g, mm->kblocks * mm->NR), ""));
+	*ot = hg_gepf(g, mm->OF, LLVMBuildMul(b, t, hg_i64(g, mm->kblocks * mm->NR), ""));
+}
+
+/* In-register path: acc += A[rows, block kb (first len k)] · W[that, panel t],
+ * dequantizing each k pair in registers (len even, or odd: the last k alone). */
+static void reg_block(HostGen *g, MM *mm, LLVMValueRef t, LLVMValueRef kb, int64_t len, LLVMValueRef arow, int mr,
+                      LLVMValueRef (*cb)[4])
+{
+	LLVMBuilderRef b = g->b;
+	int NV = mm->NV, vw = g->vw;
+	LLVMValueRef wt, st, ot;
+	panel_ptrs(g, mm, t, &wt, &st, &ot);
+	LLVMValueRef sv[4], ov[4];
+	LLVMValueRef so = LLVMBuildMul(b, kb, hg_i64(g, mm->NR), "");
+	for (int h = 0; h < NV; h++) {
+		sv[h] = hg_vload(g, st, LLVMBuildAdd(b, so, hg_i64(g, h * vw), ""));
+		ov[h] = hg_vload(g, ot, LLVMBuildAdd(b, so, hg_i64(g, h * vw), ""));
+	}
+	LLVMValueRef k0 = LLVMBuildMul(b, kb, hg_i64(g, mm->block), "");
+	LLVMValueRef p0 = LLVMBuildMul(b, kb, hg_i64(g, mm->block / 2), "");
+	for (int part = 0; part < 2; part++) {
+		int64_t np = part ? len % 2 : len / 2;
+		if (np == 0)
+			continue;
+		HgLoop lp;
+		LLVMValueRef pp = hg_loop_begin(g, &lp, hg_i64(g, part ? len / 2 : 0), hg_i64(g, part ? len / 2 + 1 : len / 2), 1,
+		                                "kp");
+		LLVMValueRef cp[16][4];
+		for (int i = 0; i < mr; i++)
+			for (int h = 0; h < NV; h++)
+				cp[i][h] = hg_loop_carry(g, &lp, cb[i][h]);
+		LLVMValueRef k = LLVMBuildAdd(b, k0, LLVMBuildMul(b, pp, hg_i64(g, 2), ""), "k");
+		LLVMValueRef wlo[4], whi[4];
+		deq_pair(g, mm, wt, LLVMBuildAdd(b, p0, pp, ""), sv, ov, wlo, part ? NULL : whi);
+		for (int i = 0; i < mr; i++) {
+			LLVMValueRef ai = LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * mm->K), "");
+			LLVMValueRef a0 = hg_vbroadcast(g, arow, ai);
+			LLVMValueRef a1 = part ? NULL : hg_vbroadcast(g, arow, LLVMBuildAdd(b, ai, hg_i64(g, 1), ""));
+			for (int h = 0; h < NV; h++) {
+				LLVMValueRef v = hg_fma(g, a0, wlo[h], cp[i][h]);
+				hg_loop_next(g, &lp, cp[i][h], a1 ? hg_fma(g, a1, whi[h], v) : v);
+			}
+		}
+		hg_loop_end(g, &lp);
+		for (int i = 0; i < mr; i++)
+			for (int h = 0; h < NV; h++)
+				cb[i][h] = cp[i][h];
+	}
+}
+
+/* Y[m0 .. m0+mr, panel t] = acc + bias (then GELU, + residual), or, when
+ * `partial` (K cut in cache blocks, not the last), acc + Y[...] stored raw;
+ * `first` false: acc += the partial sums in Y first. */
+static void epilogue_ex(HostGen *g, MM *mm, LLVMValueRef t, LLVMValueRef m0, int mr, LLVMValueRef (*acc)[4], bool first,
+                        bool last)
+{
+	LLVMBuilderRef b = g->b;
+	int NV = mm->NV, vw = g->vw;
+	LLVMValueRef y, ldc, c0, col;
+	panel_target(g, mm, t, &y, &ldc, &c0, &col);
+	LLVMValueRef nl[4] = {0};
+	if (mm->has_tail)
+		for (int h = 0; h < NV; h++)
+			nl[h] = lanes(g, ldc, c0, h);
+	LLVMValueRef bv[4] = {0};
+	if (mm->has_bias && last)
+		for (int h = 0; h < NV; h++) {
+			if (mm->packed)
+				bv[h] = hg_vload(g, mm->bias, LLVMBuildAdd(b, LLVMBuildMul(b, t, hg_i64(g, mm->NR), ""),
+				                                           hg_i64(g, h * vw), ""));
+			else if (mm->has_tail)
+				bv[h] = hg_vload_n(g, mm->bias, LLVMBuildAdd(b, col, hg_i64(g, h * vw), ""), nl[h]);
+			else
+				bv[h] = hg_vload(g, mm->bias, LLVMBuildAdd(b, col, hg_i64(g, h * vw), ""));
+		}
+	LLVMValueRef yrow = LLVMBuildMul(b, m0, ldc, "");
+	for (int i = 0; i < mr; i++) {
+		LLVMValueRef yo = LLVMBuildAdd(b, LLVMBuildAdd(b, yrow, LLVMBuildMul(b, hg_i64(g, i), ldc, ""), ""), c0, "");
+		for (int h = 0; h < NV; h++) {
+			LLVMValueRef v = acc[i][h];
+			LLVMValueRef o = LLVMBuildAdd(b, yo, hg_i64(g, h * vw), "");
+			if (!first)
+				v = LLVMBuildFAdd(b, v, mm->has_tail ? hg_vload_n(g, y, o, nl[h]) : hg_vload(g, y, o), "");
+			if (!last) {
+				if (mm->has_tail)
+					hg_vstore_n(g, v, y, o, nl[h]);
+				else
+					hg_vstore(g, v, y, o);
+				continue;
+			}
+			if (bv[h])
+				v = LLVMBuildFAdd(b, v, bv[h], "");
+			if (mm->act == 1)
+				v = hg_gelu(g, v);
+			if (mm->has_res)
+				v = LLVMBuildFAdd(b, v, mm->has_tail ? hg_vload_n(g, mm->res, o, nl[h]) : hg_vload(g, mm->res, o), "");
+			if (mm->has_tail)
+				hg_vstore_n(g, v, y, o, nl[h]);
+			else
+				hg_vstore(g, v, y, o);
+		}
+	}
+}
+
 /* Y[m0 .. m0+mr, panel t] = A · W + bias */
 static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
 {
@@ -328,60 +495,27 @@ static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
 		for (int h = 0; h < NV; h++)
 			acc[i][h] = hg_vconst(g, 0.0f);
 	if (mm->bits == 4) {
-		int64_t half = mm->block / 2;
-		LLVMTypeRef vi8 = LLVMVectorType(g->t_i8, (unsigned)vw);
-		LLVMValueRef wt = hg_gep(g, g->t_i8, mm->B, LLVMBuildMul(b, t, hg_i64(g, mm->K / 2 * mm->NR), ""));
-		LLVMValueRef st = hg_gepf(g, mm->SC, LLVMBuildMul(b, t, hg_i64(g, mm->kblocks * mm->NR), ""));
-		LLVMValueRef ot = hg_gepf(g, mm->OF, LLVMBuildMul(b, t, hg_i64(g, mm->kblocks * mm->NR), ""));
-		HgLoop lb;
-		LLVMValueRef kb = hg_loop_begin(g, &lb, hg_i64(g, 0), hg_i64(g, mm->kblocks), 1, "kb");
-		LLVMValueRef cb[16][4];
-		for (int i = 0; i < mr; i++)
-			for (int h = 0; h < NV; h++)
-				cb[i][h] = hg_loop_carry(g, &lb, acc[i][h]);
-		LLVMValueRef sv[4], ov[4];
-		LLVMValueRef so = LLVMBuildMul(b, kb, hg_i64(g, mm->NR), "");
-		for (int h = 0; h < NV; h++) {
-			sv[h] = hg_vload(g, st, LLVMBuildAdd(b, so, hg_i64(g, h * vw), ""));
-			ov[h] = hg_vload(g, ot, LLVMBuildAdd(b, so, hg_i64(g, h * vw), ""));
+		/* full blocks in a loop, then the partial last block (K % block) */
+		int64_t fullb = mm->K / mm->block, rem = mm->K % mm->block;
+		for (int part = 0; part < 2; part++) {
+			if ((part == 0 && fullb == 0) || (part == 1 && rem == 0))
+				continue;
+			HgLoop lb;
+			LLVMValueRef kb = hg_loop_begin(g, &lb, hg_i64(g, part ? fullb : 0), hg_i64(g, part ? fullb + 1 : fullb), 1,
+			                                "kb");
+			LLVMValueRef ph[16][4], cb[16][4];
+			for (int i = 0; i < mr; i++)
+				for (int h = 0; h < NV; h++)
+					cb[i][h] = ph[i][h] = hg_loop_carry(g, &lb, acc[i][h]);
+			reg_block(g, mm, t, kb, part ? rem : mm->block, arow, mr, cb);
+			for (int i = 0; i < mr; i++)
+				for (int h = 0; h < NV; h++)
+					hg_loop_next(g, &lb, ph[i][h], cb[i][h]);
+			hg_loop_end(g, &lb);
+			for (int i = 0; i < mr; i++)
+				for (int h = 0; h < NV; h++)
+					acc[i][h] = ph[i][h];
 		}
-		LLVMValueRef k0 = LLVMBuildMul(b, kb, hg_i64(g, mm->block), "");
-		HgLoop lp;
-		LLVMValueRef pp = hg_loop_begin(g, &lp, hg_i64(g, 0), hg_i64(g, half), 1, "kp");
-		LLVMValueRef cp[16][4];
-		for (int i = 0; i < mr; i++)
-			for (int h = 0; h < NV; h++)
-				cp[i][h] = hg_loop_carry(g, &lp, cb[i][h]);
-		LLVMValueRef pair = LLVMBuildAdd(b, LLVMBuildMul(b, kb, hg_i64(g, half), ""), pp, "");
-		LLVMValueRef k = LLVMBuildAdd(b, k0, LLVMBuildMul(b, pp, hg_i64(g, 2), ""), "k");
-		LLVMValueRef wlo[4], whi[4];
-		for (int h = 0; h < NV; h++) {
-			LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, pair, hg_i64(g, mm->NR), ""), hg_i64(g, h * vw), "");
-			LLVMValueRef q8 = LLVMBuildLoad2(b, vi8, hg_gep(g, g->t_i8, wt, off), "q8");
-			LLVMSetAlignment(q8, 1);
-			LLVMValueRef q = LLVMBuildZExt(b, q8, g->t_vi32, "");
-			LLVMValueRef lo = LLVMBuildAnd(b, q, hg_vsplat(g, hg_i32(g, 15)), "");
-			LLVMValueRef hi = LLVMBuildLShr(b, q, hg_vsplat(g, hg_i32(g, 4)), "");
-			wlo[h] = hg_fma(g, LLVMBuildSIToFP(b, lo, g->t_vf, ""), sv[h], ov[h]);
-			whi[h] = hg_fma(g, LLVMBuildSIToFP(b, hi, g->t_vf, ""), sv[h], ov[h]);
-		}
-		for (int i = 0; i < mr; i++) {
-			LLVMValueRef ai = LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * mm->K), "");
-			LLVMValueRef a0 = hg_vbroadcast(g, arow, ai);
-			LLVMValueRef a1 = hg_vbroadcast(g, arow, LLVMBuildAdd(b, ai, hg_i64(g, 1), ""));
-			for (int h = 0; h < NV; h++) {
-				LLVMValueRef v = hg_fma(g, a0, wlo[h], cp[i][h]);
-				hg_loop_next(g, &lp, cp[i][h], hg_fma(g, a1, whi[h], v));
-			}
-		}
-		hg_loop_end(g, &lp);
-		for (int i = 0; i < mr; i++)
-			for (int h = 0; h < NV; h++)
-				hg_loop_next(g, &lb, cb[i][h], cp[i][h]);
-		hg_loop_end(g, &lb);
-		for (int i = 0; i < mr; i++)
-			for (int h = 0; h < NV; h++)
-				acc[i][h] = cb[i][h];
 	} else {
 		/* float W [K, N]: row k, columns col .. col+NR */
 		HgLoop lk;
@@ -406,36 +540,267 @@ static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
 			for (int h = 0; h < NV; h++)
 				acc[i][h] = ck[i][h];
 	}
-	/* epilogue: + bias, store */
-	LLVMValueRef bv[4] = {0};
-	if (mm->has_bias)
-		for (int h = 0; h < NV; h++) {
-			if (mm->packed)
-				bv[h] = hg_vload(g, mm->bias, LLVMBuildAdd(b, LLVMBuildMul(b, t, hg_i64(g, mm->NR), ""),
-				                                           hg_i64(g, h * vw), ""));
-			else if (mm->has_tail)
-				bv[h] = hg_vload_n(g, mm->bias, LLVMBuildAdd(b, col, hg_i64(g, h * vw), ""), nl[h]);
-			else
-				bv[h] = hg_vload(g, mm->bias, LLVMBuildAdd(b, col, hg_i64(g, h * vw), ""));
-		}
-	LLVMValueRef yrow = LLVMBuildMul(b, m0, ldc, "");
+	epilogue_ex(g, mm, t, m0, mr, acc, true, true);
+}
+
+/* ---------------------------------------------------------------- panel path (4-bit, M > MR)
+ *
+ * GotoBLAS order with the dequantization hoisted out of the FMA tiles: a task
+ * is (M block of MC rows, panel t); for each K cache block of KC rows it
+ * dequantizes the panel's KC x NR weights once into a float buffer Wp (thread
+ * stack, 64-byte aligned, row k at Wp + k·NR), then runs every MR-row tile of
+ * the M block over it: per k, NV aligned vector loads of Wp, MR broadcasts of
+ * A, MR·NV FMAs. With several K blocks the partial sums go through Y (the
+ * epilogue runs on the last one); hg_mm_blocking keeps KC = K when a residual
+ * is fused (Y may share the residual's buffer). */
+
+/* bf16 (--host-precision bf16, AVX512-BF16): a k pair as one 32-bit lane of
+ * two bf16 (low: even k); vdpbf16ps adds a[2i]·b[2i] + a[2i+1]·b[2i+1] to
+ * lane i in float. The panel holds per k pair NR such lanes (dequantized
+ * weights rounded to nearest even), the M block of A is converted once per
+ * block into a bf16 copy (zero past K). */
+static LLVMValueRef x86_call(HostGen *g, const char *name, LLVMValueRef *args, int nargs)
+{
+	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+	if (!id)
+		wl_die(__FILE__, __LINE__, "unknown intrinsic %s", name);
+	return LLVMBuildCall2(g->b, LLVMIntrinsicGetType(g->ctx, id, NULL, 0), LLVMGetIntrinsicDeclaration(g->mod, id, NULL, 0),
+	                      args, (unsigned)nargs, "");
+}
+
+static LLVMValueRef to_bf16(HostGen *g, LLVMValueRef v)
+{
+	return x86_call(g, "llvm.x86.avx512bf16.cvtneps2bf16.512", &v, 1);
+}
+
+/* <32 x bfloat>: lane i = (lo[i], hi[i]) */
+static LLVMValueRef bf16_pairs(HostGen *g, LLVMValueRef lo, LLVMValueRef hi)
+{
+	LLVMValueRef e[32];
+	for (int i = 0; i < 16; i++) {
+		e[2 * i] = LLVMConstInt(g->t_i32, (unsigned)i, 0);
+		e[2 * i + 1] = LLVMConstInt(g->t_i32, (unsigned)(16 + i), 0);
+	}
+	return LLVMBuildShuffleVector(g->b, to_bf16(g, lo), to_bf16(g, hi), LLVMConstVector(e, 32), "bfp");
+}
+
+/* Ab[r, 0 .. KA) = bf16(A[mlo + r, 0 .. K)), 0 past K, for r < mhi − mlo */
+static void pack_a_bf16(HostGen *g, MM *mm, LLVMValueRef mlo, LLVMValueRef mhi)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMTypeRef vbf = LLVMVectorType(LLVMBFloatTypeInContext(g->ctx), 16);
+	HgLoop lr;
+	LLVMValueRef r = hg_loop_begin(g, &lr, hg_i64(g, 0), LLVMBuildSub(b, mhi, mlo, ""), 1, "ar");
+	LLVMValueRef src = hg_gepf(g, mm->A, LLVMBuildMul(b, LLVMBuildAdd(b, mlo, r, ""), hg_i64(g, mm->K), ""));
+	LLVMValueRef dst = LLVMBuildMul(b, r, hg_i64(g, mm->KA), "");
+	int64_t full = mm->K / 16 * 16;
+	for (int part = 0; part < 2; part++) {
+		int64_t lo = part ? full : 0, hi = part ? mm->KA : full;
+		if (hi <= lo)
+			continue;
+		HgLoop lk;
+		LLVMValueRef k = hg_loop_begin(g, &lk, hg_i64(g, lo), hg_i64(g, hi), 16, "ak");
+		LLVMValueRef v = part ? hg_vload_n(g, src, k, hg_i64(g, mm->K - full)) : hg_vload(g, src, k);
+		LLVMValueRef st = LLVMBuildStore(b, to_bf16(g, v),
+		                                 hg_gep(g, LLVMBFloatTypeInContext(g->ctx), mm->Ab, LLVMBuildAdd(b, dst, k, "")));
+		LLVMSetAlignment(st, 32);
+		(void)vbf;
+		hg_loop_end(g, &lk);
+	}
+	hg_loop_end(g, &lr);
+}
+
+/* acc of rows m0 .. m0+mr (A block row m0 − mlo) over k = kc0 .. kc0+kcl from the bf16 panel */
+static void panel_tile_bf16(HostGen *g, MM *mm, LLVMValueRef m0, LLVMValueRef mlo, int mr, LLVMValueRef t, int64_t kc0,
+                            int64_t kcl, LLVMValueRef Wp)
+{
+	LLVMBuilderRef b = g->b;
+	int NV = mm->NV;
+	LLVMTypeRef v32bf = LLVMVectorType(LLVMBFloatTypeInContext(g->ctx), 32);
+	/* A pairs as i32: row (m0 − mlo + i), pair kc0/2 + p */
+	LLVMValueRef abase = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildSub(b, m0, mlo, ""), hg_i64(g, mm->KA / 2), ""),
+	                                  hg_i64(g, kc0 / 2), "");
+	LLVMValueRef acc[16][4];
+	HgLoop lk;
+	LLVMValueRef p = hg_loop_begin(g, &lk, hg_i64(g, 0), hg_i64(g, (kcl + 1) / 2), 1, "kp");
+	for (int i = 0; i < mr; i++)
+		for (int h = 0; h < NV; h++)
+			acc[i][h] = hg_loop_carry(g, &lk, hg_vconst(g, 0.0f));
+	LLVMValueRef w[4];
+	LLVMValueRef wo = LLVMBuildMul(b, p, hg_i64(g, mm->NR), "");
+	for (int h = 0; h < NV; h++) {
+		w[h] = LLVMBuildLoad2(b, v32bf, hg_gep(g, g->t_i32, Wp, LLVMBuildAdd(b, wo, hg_i64(g, h * 16), "")), "wb");
+		LLVMSetAlignment(w[h], 64);
+	}
 	for (int i = 0; i < mr; i++) {
-		LLVMValueRef yo = LLVMBuildAdd(b, LLVMBuildAdd(b, yrow, LLVMBuildMul(b, hg_i64(g, i), ldc, ""), ""), c0, "");
+		LLVMValueRef ai = LLVMBuildAdd(b, abase, LLVMBuildAdd(b, p, hg_i64(g, (int64_t)i * (mm->KA / 2)), ""), "");
+		LLVMValueRef a = hg_load(g, g->t_i32, mm->Ab, ai);
+		LLVMValueRef av = LLVMBuildBitCast(b, hg_vsplat(g, a), v32bf, "ab");
 		for (int h = 0; h < NV; h++) {
-			LLVMValueRef v = acc[i][h];
-			if (bv[h])
-				v = LLVMBuildFAdd(b, v, bv[h], "");
-			if (mm->act == 1)
-				v = hg_gelu(g, v);
-			LLVMValueRef o = LLVMBuildAdd(b, yo, hg_i64(g, h * vw), "");
-			if (mm->has_res)
-				v = LLVMBuildFAdd(b, v, mm->has_tail ? hg_vload_n(g, mm->res, o, nl[h]) : hg_vload(g, mm->res, o), "");
-			if (mm->has_tail)
-				hg_vstore_n(g, v, y, o, nl[h]);
-			else
-				hg_vstore(g, v, y, o);
+			LLVMValueRef args[3] = {acc[i][h], av, w[h]};
+			hg_loop_next(g, &lk, acc[i][h], x86_call(g, "llvm.x86.avx512bf16.dpbf16ps.512", args, 3));
 		}
 	}
+	hg_loop_end(g, &lk);
+	epilogue_ex(g, mm, t, m0, mr, acc, kc0 == 0, kc0 + kcl >= mm->K);
+}
+
+/* Wp[0 .. kcl) = dequantized rows kc0 .. kc0+kcl of panel t (kc0: a multiple of the block) */
+static void panel_dequant(HostGen *g, MM *mm, LLVMValueRef t, int64_t kc0, int64_t kcl, LLVMValueRef Wp)
+{
+	LLVMBuilderRef b = g->b;
+	int NV = mm->NV, vw = g->vw;
+	LLVMValueRef wt, st, ot;
+	panel_ptrs(g, mm, t, &wt, &st, &ot);
+	int64_t kb0 = kc0 / mm->block, nb = (kcl + mm->block - 1) / mm->block;
+	int64_t lastlen = kcl - (nb - 1) * mm->block;   /* rows of the last block in range */
+	for (int part = 0; part < 2; part++) {
+		int64_t bl0 = part ? kb0 + nb - 1 : kb0, bl1 = part ? kb0 + nb : kb0 + nb - (lastlen < mm->block);
+		if (bl1 <= bl0)
+			continue;
+		int64_t np = part ? (lastlen + 1) / 2 : mm->block / 2;
+		HgLoop lb;
+		LLVMValueRef kb = hg_loop_begin(g, &lb, hg_i64(g, bl0), hg_i64(g, bl1), 1, "dkb");
+		LLVMValueRef sv[4], ov[4];
+		LLVMValueRef so = LLVMBuildMul(b, kb, hg_i64(g, mm->NR), "");
+		for (int h = 0; h < NV; h++) {
+			sv[h] = hg_vload(g, st, LLVMBuildAdd(b, so, hg_i64(g, h * vw), ""));
+			ov[h] = hg_vload(g, ot, LLVMBuildAdd(b, so, hg_i64(g, h * vw), ""));
+		}
+		HgLoop lp;
+		LLVMValueRef pp = hg_loop_begin(g, &lp, hg_i64(g, 0), hg_i64(g, np), 1, "dkp");
+		LLVMValueRef pair = LLVMBuildAdd(b, LLVMBuildMul(b, kb, hg_i64(g, mm->block / 2), ""), pp, "");
+		LLVMValueRef wlo[4], whi[4];
+		deq_pair(g, mm, wt, pair, sv, ov, wlo, whi);
+		/* local row of k = 2·pair */
+		LLVMValueRef r = LLVMBuildSub(b, LLVMBuildMul(b, pair, hg_i64(g, 2), ""), hg_i64(g, kc0), "");
+		LLVMValueRef o0 = LLVMBuildMul(b, r, hg_i64(g, mm->NR), "");
+		for (int h = 0; h < NV; h++) {
+			if (mm->bf16) {
+				/* pair row r/2: NR lanes of (bf16 even k, bf16 odd k) */
+				LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, pp, hg_i64(g, mm->NR), ""), hg_i64(g, h * vw), "");
+				o = LLVMBuildAdd(b, o, hg_i64(g, (kb0 * mm->block - kc0) / 2 * mm->NR), "");
+				LLVMValueRef st = LLVMBuildStore(b, bf16_pairs(g, wlo[h], whi[h]),
+				                                 hg_gep(g, g->t_i32, Wp, LLVMBuildAdd(b, o, LLVMBuildMul(b, LLVMBuildSub(b, kb, hg_i64(g, kb0), ""), hg_i64(g, mm->block / 2 * mm->NR), ""), "")));
+				LLVMSetAlignment(st, 64);
+				continue;
+			}
+			LLVMValueRef o = LLVMBuildAdd(b, o0, hg_i64(g, h * vw), "");
+			LLVMBuildStore(b, wlo[h], hg_gepf(g, Wp, o));
+			LLVMBuildStore(b, whi[h], hg_gepf(g, Wp, LLVMBuildAdd(b, o, hg_i64(g, mm->NR), "")));
+		}
+		hg_loop_end(g, &lp);
+		hg_loop_end(g, &lb);
+	}
+}
+
+/* acc of rows m0 .. m0+mr over k = kc0 .. kc0+kcl from Wp, then the epilogue */
+static void panel_tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t, int64_t kc0, int64_t kcl,
+                       LLVMValueRef Wp)
+{
+	LLVMBuilderRef b = g->b;
+	int NV = mm->NV, vw = g->vw;
+	LLVMValueRef arow = hg_gepf(g, mm->A, LLVMBuildAdd(b, LLVMBuildMul(b, m0, hg_i64(g, mm->K), ""), hg_i64(g, kc0), ""));
+	LLVMValueRef acc[16][4];
+	HgLoop lk;
+	LLVMValueRef k = hg_loop_begin(g, &lk, hg_i64(g, 0), hg_i64(g, kcl), 1, "k");
+	for (int i = 0; i < mr; i++)
+		for (int h = 0; h < NV; h++)
+			acc[i][h] = hg_loop_carry(g, &lk, hg_vconst(g, 0.0f));
+	LLVMValueRef w[4];
+	LLVMValueRef wo = LLVMBuildMul(b, k, hg_i64(g, mm->NR), "");
+	for (int h = 0; h < NV; h++) {
+		w[h] = LLVMBuildLoad2(b, g->t_vf, hg_gepf(g, Wp, LLVMBuildAdd(b, wo, hg_i64(g, h * vw), "")), "w");
+		LLVMSetAlignment(w[h], (unsigned)(vw * 4));
+	}
+	for (int i = 0; i < mr; i++) {
+		LLVMValueRef a = hg_vbroadcast(g, arow, LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * mm->K), ""));
+		for (int h = 0; h < NV; h++)
+			hg_loop_next(g, &lk, acc[i][h], hg_fma(g, a, w[h], acc[i][h]));
+	}
+	hg_loop_end(g, &lk);
+	epilogue_ex(g, mm, t, m0, mr, acc, kc0 == 0, kc0 + kcl >= mm->K);
+}
+
+static int emit_panels(HostGen *g, MM *mm, LLVMValueRef fn)
+{
+	LLVMBuilderRef b = g->b;
+	const Node *n = mm->n;
+	int64_t nmc = (mm->M + mm->MC - 1) / mm->MC;
+	int tail_mr = (int)(mm->M % mm->MR);
+	LLVMValueRef caps[HG_MAX_CAP];
+	int nc = 0;
+	caps[nc++] = hg_arg(g, fn, 0);
+	caps[nc++] = hg_arg(g, fn, 1);
+	caps[nc++] = hg_arg(g, fn, 2);
+	caps[nc++] = hg_arg(g, fn, 3);
+	caps[nc++] = mm->has_bias ? hg_arg(g, fn, 4) : LLVMConstNull(g->t_ptr);
+	caps[nc++] = mm->has_res ? hg_arg(g, fn, 5) : LLVMConstNull(g->t_ptr);
+	for (int s = 0; s < mm->nsplit; s++)
+		caps[nc++] = hg_arg(g, fn, n->ninputs + s);
+	HgPar p;
+	hg_par_begin(g, &p, hg_api(g, fn), hg_i64(g, nmc * mm->T), caps, nc, "gemmp");
+	mm->A = p.cap[0];
+	mm->B = p.cap[1];
+	mm->SC = p.cap[2];
+	mm->OF = p.cap[3];
+	mm->bias = p.cap[4];
+	mm->res = p.cap[5];
+	for (int s = 0; s < mm->nsplit; s++)
+		mm->Y[s] = p.cap[6 + s];
+	int64_t KC = mm->KC < mm->K ? mm->KC : mm->K;
+	/* + one row: an odd K's last pair writes row kcl */
+	LLVMValueRef Wp = hg_alloca(g, g->t_f32, (KC + 1) * mm->NR, 64, "wpanel");
+	LLVMValueRef curmc = NULL;
+	if (mm->bf16) {
+		mm->KA = (mm->K + 15) / 16 * 16;
+		mm->Ab = hg_alloca(g, LLVMBFloatTypeInContext(g->ctx), mm->MC * mm->KA, 64, "abf16");
+		curmc = hg_alloca(g, g->t_i64, 1, 8, "curmc");
+		LLVMBuildStore(b, hg_i64(g, -1), curmc);
+	}
+	HgLoop lt;
+	LLVMValueRef task = hg_loop_begin(g, &lt, p.i0, p.i1, 1, "task");
+	LLVMValueRef mc = LLVMBuildSDiv(b, task, hg_i64(g, mm->T), "mc");
+	LLVMValueRef t = LLVMBuildSRem(b, task, hg_i64(g, mm->T), "t");
+	LLVMValueRef mlo = LLVMBuildMul(b, mc, hg_i64(g, mm->MC), "mlo");
+	LLVMValueRef mhi = LLVMBuildAdd(b, mlo, hg_i64(g, mm->MC), "");
+	mhi = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, mhi, hg_i64(g, mm->M), ""), mhi, hg_i64(g, mm->M), "mhi");
+	/* full MR tiles of the block: mlo + floor((mhi - mlo) / MR) * MR */
+	LLVMValueRef mfull = LLVMBuildAdd(
+		b, mlo, LLVMBuildMul(b, LLVMBuildSDiv(b, LLVMBuildSub(b, mhi, mlo, ""), hg_i64(g, mm->MR), ""), hg_i64(g, mm->MR), ""),
+		"mfull");
+	if (mm->bf16) {
+		/* the M block's A as bf16, once per block (tasks of a chunk are consecutive) */
+		HgIf fa;
+		hg_if_begin(g, &fa, LLVMBuildICmp(b, LLVMIntNE, LLVMBuildLoad2(b, g->t_i64, curmc, ""), mc, ""));
+		pack_a_bf16(g, mm, mlo, mhi);
+		LLVMBuildStore(b, mc, curmc);
+		hg_if_end(g, &fa);
+	}
+	for (int64_t kc0 = 0; kc0 < mm->K; kc0 += KC) {
+		int64_t kcl = mm->K - kc0 < KC ? mm->K - kc0 : KC;
+		panel_dequant(g, mm, t, kc0, kcl, Wp);
+		HgLoop lm;
+		LLVMValueRef m0 = hg_loop_begin(g, &lm, mlo, mfull, mm->MR, "m0");
+		if (mm->bf16)
+			panel_tile_bf16(g, mm, m0, mlo, mm->MR, t, kc0, kcl, Wp);
+		else
+			panel_tile(g, mm, m0, mm->MR, t, kc0, kcl, Wp);
+		hg_loop_end(g, &lm);
+		if (tail_mr) {
+			/* only the last M block has a partial tile */
+			HgIf f;
+			hg_if_begin(g, &f, LLVMBuildICmp(b, LLVMIntSLT, mfull, mhi, ""));
+			if (mm->bf16)
+				panel_tile_bf16(g, mm, mfull, mlo, tail_mr, t, kc0, kcl, Wp);
+			else
+				panel_tile(g, mm, mfull, tail_mr, t, kc0, kcl, Wp);
+			hg_if_end(g, &f);
+		}
+	}
+	hg_loop_end(g, &lt);
+	hg_par_end(g, &p);
+	return WL_OK;
 }
 
 static int emit_gemm(HostGen *g, MM *mm, LLVMValueRef fn)
@@ -631,5 +996,149 @@ int hg_emit_matmul_nbits(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	}
 	if (mm.M == 0)
 		return WL_OK;
-	return mm.trans_b ? emit_dot(g, &mm, fn) : emit_gemm(g, &mm, fn);
+	if (mm.trans_b)
+		return emit_dot(g, &mm, fn);
+	return mm.bits == 4 && mm.MC > 0 && mm.M > mm.MR ? emit_panels(g, &mm, fn) : emit_gemm(g, &mm, fn);
+}
+
+/* ---------------------------------------------------------------- blocking (docs/host-contracts.md) */
+
+/* register tiles the autotune may pick (mr x nv; mr·nv accumulators + nv
+ * weight vectors + 1 broadcast fit the 32 (AVX-512) or 16 (AVX2) registers) */
+static const int tiles512[][2] = {{12, 2}, {8, 3}, {6, 4}, {14, 2}};
+static const int tiles256[][2] = {{6, 2}, {4, 3}, {3, 3}};
+
+int hg_mm_tile_candidates(HostGen *g, const int (**t)[2])
+{
+	*t = g->avx512 ? tiles512 : tiles256;
+	return g->avx512 ? 4 : 3;
+}
+
+/* The model: kc = K when a panel of K x NR floats takes at most a quarter of
+ * L2 (else the largest multiple of the block that does); mc = the rows of A
+ * (mc x kc floats) that fill half of L2, a multiple of mr. M < 4·mr: the
+ * in-register path (mc 0). */
+static void blocking_for(HostGen *g, int mr, int nv, int mcmul, int64_t M, int64_t K, int64_t block, bool full_k,
+                         HgBlocking *bl)
+{
+	const HgCpu *c = g->cpu;
+	int64_t l2 = c && c->l2 > 0 ? c->l2 : 512 * 1024;
+	int64_t nr = (int64_t)nv * g->vw;
+	bl->mr = mr;
+	bl->nv = nv;
+	bl->mc = 0;
+	bl->kc = 0;
+	if (M < 4 * mr)
+		return;
+	int64_t kc = K;
+	if (!full_k && K * nr * 4 > l2 / 4) {
+		kc = l2 / 4 / (nr * 4) / block * block;
+		if (kc < block)
+			kc = block;
+	}
+	int64_t mc = l2 / 2 / (kc * 4) / mr * mr * mcmul;
+	if (mc < mr)
+		mc = mr;
+	int64_t mmax = (M + mr - 1) / mr * mr;
+	bl->mc = mc < mmax ? mc : mmax;
+	bl->kc = kc;
+}
+
+void hg_mm_default_blocking(HostGen *g, int64_t M, int64_t K, int64_t N, int64_t block, HgBlocking *bl)
+{
+	(void)N;
+	memset(bl, 0, sizeof *bl);
+	blocking_for(g, g->avx512 ? 12 : 6, 2, 1, M, K, block, false, bl);
+	bl->how = "model";
+}
+
+int hg_mm_blocking(HostGen *g, Node *n, int64_t M, int64_t K, int64_t N, int64_t block, bool has_res, HgBlocking *bl,
+                   Diag *d)
+{
+	memset(bl, 0, sizeof *bl);
+	const char *force = getenv("WLOWER_HOST_MM_BLOCKING");   /* "MR,NV,MC,KC": tests and A/B runs */
+	if (force && *force) {
+		long long mr, nv, mc, kc;
+		if (sscanf(force, "%lld,%lld,%lld,%lld", &mr, &nv, &mc, &kc) != 4 || mr < 1 || mr > 16 || nv < 1 || nv > 4 ||
+		    mr * nv + nv + 1 > (g->avx512 ? 32 : 16) || mc < 0 || kc < 0 || (mc && (mc % mr || kc < 1)) ||
+		    (mc && kc < K && kc % block))
+			return diag_fail(d, "WLOWER_HOST_MM_BLOCKING='%s': expected MR,NV,MC,KC (mr·nv+nv+1 registers at most %d, "
+			                 "mc a multiple of mr, kc a multiple of the block %lld or >= K; mc 0: in-register path)",
+			                 force, g->avx512 ? 32 : 16, (long long)block);
+		bl->mr = (int)mr;
+		bl->nv = (int)nv;
+		bl->mc = mc;
+		bl->kc = kc > K ? K : kc;
+		if (has_res && bl->mc && bl->kc < K)
+			bl->kc = K;
+		bl->how = "forced";
+		return WL_OK;
+	}
+	blocking_for(g, g->avx512 ? 12 : 6, 2, 1, M, K, block, has_res, bl);
+	bl->how = "model";
+	if (!g->cpu || !g->cpu->autotune || bl->mc == 0)
+		return WL_OK;
+	/* candidates: the model's choice first, the other register tiles, then
+	 * the model's tile with kc for L1 (a K x NR panel in half of L1d) and
+	 * with twice the rows per M block */
+	HgBlocking cand[8];
+	int nc = 0;
+	cand[nc++] = *bl;
+	const int (*tl)[2];
+	int nt = hg_mm_tile_candidates(g, &tl);
+	for (int i = 1; i < nt; i++)
+		blocking_for(g, tl[i][0], tl[i][1], 1, M, K, block, has_res, &cand[nc++]);
+	int64_t nr = 2 * (int64_t)g->vw, l1 = g->cpu->l1d > 0 ? g->cpu->l1d : 32768;
+	int64_t kc1 = l1 / 2 / (nr * 4) / block * block;
+	if (!has_res && kc1 >= block && kc1 < bl->kc) {
+		HgBlocking c = *bl;
+		c.kc = kc1;
+		int64_t l2 = g->cpu->l2 > 0 ? g->cpu->l2 : 512 * 1024;
+		c.mc = l2 / 2 / (kc1 * 4) / c.mr * c.mr;
+		int64_t mmax = (M + c.mr - 1) / c.mr * c.mr;
+		if (c.mc > mmax)
+			c.mc = mmax;
+		if (c.mc >= c.mr)
+			cand[nc++] = c;
+	}
+	blocking_for(g, bl->mr, bl->nv, 2, M, K, block, has_res, &cand[nc]);
+	if (cand[nc].mc != bl->mc)
+		nc++;
+	for (int i = 0; i < nc; i++)
+		cand[i].how = "model";
+	return hg_autotune_mm(g, n, M, K, N, block, has_res, cand, nc, bl, d);
+}
+
+/* The autotune's trial (hg_autotune.c): the panel kernel of blocking bl for an
+ * M x K x N 4-bit MatMulNBits without bias or epilogue; args as the node's
+ * (0 A, 1 packed weights, 2 scales, 3 offsets, n->ninputs: Y). */
+void hg_mm_trial_kernel(HostGen *g, const Node *n, int64_t M, int64_t K, int64_t N, int64_t block,
+                        const HgBlocking *bl, LLVMValueRef fn)
+{
+	MM mm;
+	memset(&mm, 0, sizeof mm);
+	mm.n = n;
+	mm.M = M;
+	mm.K = K;
+	mm.N = N;
+	mm.bits = 4;
+	mm.block = block;
+	mm.kblocks = (K + block - 1) / block;
+	mm.nsplit = 1;
+	mm.slen[0] = N;
+	mm.MR = bl->mr;
+	mm.NV = bl->nv;
+	mm.NR = bl->nv * g->vw;
+	mm.MC = bl->mc;
+	mm.KC = bl->kc;
+	mm.T = (N + mm.NR - 1) / mm.NR;
+	mm.tstart[1] = mm.T;
+	mm.has_tail = N % mm.NR != 0;
+	mm.packed = true;
+	mm.bf16 = g->bf16;
+	if (mm.MC > 0 && M > mm.MR)
+		emit_panels(g, &mm, fn);
+	else
+		emit_gemm(g, &mm, fn);
+	LLVMBuildRet(g->b, hg_i32(g, WL_MODULE_OK));
 }

@@ -20,6 +20,7 @@ usage: test_hostgen_kernels.py WLOWER WORKDIR [--only NAME,...]
            prints median ms and GFLOP/s of the host module.
 """
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -28,6 +29,7 @@ import sys
 import numpy as np
 
 PSNR_MIN = 90.0
+PSNR_BF16 = 45.0   # bf16 inputs (8-bit mantissa), float sums over K <= 96
 
 
 def psnr(ref, got):
@@ -88,7 +90,7 @@ def ints(v):
 def mm4(name, rng, M=37, K=64, N=80, block=32, zp="packed", bias=True, splits=None, lead=(1,)):
     """splits: one ai.wlower.MatMulNBits per entry reading the same x (the
     host compile's fuse-qkv joins them into one node with `splits`)."""
-    kb = K // block
+    kb = (K + block - 1) // block   # a K that is not a multiple of the block: the last one is partial
     x = rnd(rng, tuple(lead) + (M, K))
     inits, nodes, outs = {}, [], []
     for i, n in enumerate(splits or [N]):
@@ -271,6 +273,83 @@ def qdq_chain(name, rng, M=11, K=40, N=37, opts=None):
     return name, g, {"x": x}, o
 
 
+def mm4_multi(name, rng, M=50, shapes=((80, 50), (81, 96), (96, 64)), opts=None):
+    """one 4-bit MatMulNBits (packed zero points, bias) per (K, N), each with
+    its own input x<i>: K tails (a partial last block, an odd K), N tails,
+    M = 50 (an MR tail in every register tile)"""
+    inits, nodes, outs, feeds = {}, [], [], {}
+    for i, (K, n) in enumerate(shapes):
+        kb = (K + 31) // 32
+        feeds["x%d" % i] = rnd(rng, (M, K))
+        inits["q%d" % i] = rng.integers(0, 256, (n, kb, 16), dtype=np.uint8)
+        inits["s%d" % i] = (rng.random(n * kb) * 0.05 + 0.01).astype(np.float32)
+        inits["zp%d" % i] = rng.integers(0, 256, (n, (kb * 4 + 7) // 8), dtype=np.uint8)
+        inits["b%d" % i] = rnd(rng, (n,))
+        nodes.append("y%d = ai.wlower.MatMulNBits <K = %d, N = %d, bits = 4, block_size = 32> (x%d, q%d, s%d, zp%d, b%d)"
+                     % (i, K, n, i, i, i, i, i))
+        outs.append(("y%d" % i, "float", (M, n)))
+    return name, graph(nodes, feeds, inits, outs), feeds, opts
+
+
+def mm_variant_cases(rng):
+    """every register tile the autotune can pick (kgen_matmul.c tiles512 /
+    tiles256), forced with WLOWER_HOST_MM_BLOCKING=MR,NV,MC,KC: M blocks of
+    2·MR rows (the last one partial), K blocks of 32 (several, the last one
+    partial); then kc >= K (one K block) and the in-register path (MC 0)."""
+    def forced(b, cpu=None):
+        o = {"env": {"WLOWER_HOST_MM_BLOCKING": b}}
+        if cpu:
+            o["cpu"] = cpu
+        return o
+    out = []
+    if cpu_flag("avx512f"):
+        for mr, nv in ((12, 2), (8, 3), (6, 4), (14, 2)):
+            out.append(mm4_multi("mm4_tile%dx%d" % (mr, nv), rng, opts=forced("%d,%d,%d,32" % (mr, nv, 2 * mr))))
+        out.append(mm4_multi("mm4_tile12x2_kcfull", rng, opts=forced("12,2,24,4096")))
+        out.append(mm4_multi("mm4_inregister_ktail", rng, opts=forced("12,2,0,0")))
+    if cpu_flag("avx512_bf16"):
+        # --host-precision bf16 (vdpbf16ps; A and W rounded to bf16: PSNR_BF16)
+        for b in ("12,2,24,32", "8,3,16,4096"):
+            o = forced(b)
+            o["flags"] = ["--host-precision", "bf16"]
+            o["psnr"] = PSNR_BF16
+            out.append(mm4_multi("mm4_bf16_%s" % b.replace(",", "_"), rng, opts=o))
+    for mr, nv in ((6, 2), (4, 3), (3, 3)):
+        out.append(mm4_multi("mm4_avx2_tile%dx%d" % (mr, nv), rng,
+                             opts=forced("%d,%d,%d,32" % (mr, nv, 2 * mr), cpu="x86-64-v3")))
+    return out
+
+
+def autotune_check(wlower, work):
+    """--cpu native on a shape big enough for the panel path: the first compile
+    measures (manifest how "autotune", one line in the cache), the second takes
+    the cached choice (no new line, the same module.so), --no-autotune the
+    model's ("model"); each module's output vs the reference executor."""
+    rng = np.random.default_rng(3)
+    name, text, feeds, _ = mm4_multi("autotune", rng, M=96, shapes=((64, 64),))
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    cache = os.path.join(d, "autotune.tsv")
+    if os.path.exists(cache):
+        os.remove(cache)
+    msgs, ok, sos = [], True, []
+    for flags, want, lines in ((["--cpu", "native"], "autotune", 1), (["--cpu", "native"], "autotune", 1),
+                               (["--no-autotune"], "model", 1)):
+        good, msg = run_case(wlower, work, name, text, feeds, 2,
+                             {"env": {"WLOWER_AUTOTUNE_CACHE": cache}, "flags": flags})
+        man = json.load(open(os.path.join(d, "mod", "manifest.json")))
+        bl = man["programs"][0].get("matmul_blocking", [])
+        how = bl[0]["how"] if bl else "none"
+        n = len(open(cache).read().splitlines()) if os.path.exists(cache) else 0
+        sos.append(open(os.path.join(d, "mod", "module.so"), "rb").read())
+        good &= how == want and n == lines
+        msgs.append("%s: %s, cache lines %d, %s" % (" ".join(flags), how, n, msg))
+        ok &= good
+    same = sos[0] == sos[1]
+    msgs.append("cached compile same module.so: %s" % same)
+    return ok and same, "; ".join(msgs)
+
+
 def cpu_flag(flag):
     try:
         return (" " + flag + " ") in open("/proc/cpuinfo").read().replace("\n", " ")
@@ -393,7 +472,7 @@ def cases(rng):
         heads("reshape_transpose", rng),
         qdq_tensor("qdq_tensor", rng),
         qdq_axis("qdq_axis", rng),
-    ] + qmm_cases(rng) + [qgather("qgather", rng)]
+    ] + qmm_cases(rng) + [qgather("qgather", rng)] + mm_variant_cases(rng)
 
 
 def run_case(wlower, work, name, text, feeds, threads, opts=None):
@@ -413,7 +492,8 @@ def run_case(wlower, work, name, text, feeds, threads, opts=None):
     if r.returncode:
         return False, "reference failed: " + r.stderr.strip()
     mod = os.path.join(d, "mod")
-    r = subprocess.run([wlower, model, "--target", "host", "-o", mod] + (["--cpu", opts["cpu"]] if "cpu" in opts else []),
+    r = subprocess.run([wlower, model, "--target", "host", "-o", mod] + (["--cpu", opts["cpu"]] if "cpu" in opts else [])
+                       + opts.get("flags", []),
                        capture_output=True, text=True, timeout=1800, env=env)
     if r.returncode:
         return False, "compile failed: " + r.stderr.strip()
@@ -431,7 +511,7 @@ def run_case(wlower, work, name, text, feeds, threads, opts=None):
                 int(np.sum(ref != got)) if ref.shape == got.shape else -1, ref.size)))
         else:
             p, m = psnr(ref, got)
-            ok &= p >= PSNR_MIN
+            ok &= p >= opts.get("psnr", PSNR_MIN)
             msgs.append("%s %.1f dB (%s)" % (f, p, m))
     return ok, "; ".join(msgs)
 
@@ -478,6 +558,10 @@ def main():
             continue
         ok, msg = run_case(a.wlower, a.work, name, text, feeds, a.threads, case[3] if len(case) > 3 else None)
         print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg), flush=True)
+        fails += not ok
+    if not a.only or "autotune" in a.only.split(","):
+        ok, msg = autotune_check(a.wlower, a.work)
+        print("%s autotune: %s" % ("PASS" if ok else "FAIL", msg), flush=True)
         fails += not ok
     print("%d failed" % fails)
     return 1 if fails else 0
