@@ -439,7 +439,7 @@ static int exec_new_graph(Module *m, const Graph *g, int threads, Exec **out, Di
 						e->slots[en->in[j]].need_data = true;
 		}
 	}
-	e->pool = threadpool_new(threads);
+	e->pool = threadpool_shared(threads);
 	*out = e;
 	return WL_OK;
 fail:

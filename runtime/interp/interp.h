@@ -62,6 +62,9 @@ bool rt_nonfinite_note(const RTensor *t, const char *name, const char *file, cha
 typedef struct ThreadPool ThreadPool;
 typedef void (*ParallelFn)(void *ctx, int64_t begin, int64_t end, int tid);
 ThreadPool *threadpool_new(int threads);       /* threads <= 1: no workers */
+/* The process's pool of `threads` threads, shared by every caller asking for
+ * the same count (reference counted; threadpool_free releases it). */
+ThreadPool *threadpool_shared(int threads);
 void threadpool_free(ThreadPool *p);
 int threadpool_threads(const ThreadPool *p);   /* 1 for NULL */
 /* p may be NULL (runs inline). `grain`: smallest chunk worth a hand-off. */

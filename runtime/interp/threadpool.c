@@ -18,6 +18,15 @@
  * whole time slice, a small kernel costs the caller its own run time, not a
  * scheduler slice; the 2-thread host run of stories260K, ~60 small kernels
  * per token, was 28 tokens/s against 4,000 at 1 thread before this.
+ *
+ * Shared pools (threadpool_shared): every module and executor of a process
+ * that asks for the same thread count gets the same pool (reference
+ * counted), so a pipeline of several programs run one after the other has
+ * threads-1 workers in all, not threads-1 per program still spinning after
+ * their own program's last kernel while the next program runs on the same
+ * cores. Two callers running modules at once on one pool do not
+ * oversubscribe either: the second caller's parallel_for finds the owner
+ * lock taken and runs inline.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -43,7 +52,13 @@ struct ThreadPool {
 	void *ctx;
 	int64_t items, chunk;
 	atomic_int_fast64_t next;
+	int refs;                       /* shared pools: holders (under reg_mu) */
+	struct ThreadPool *reg_next;    /* shared pools: the registry's list */
 };
+
+/* the process's shared pools, one per thread count */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static ThreadPool *reg_head;
 
 typedef struct Worker { ThreadPool *p; int tid; } Worker;
 
@@ -150,10 +165,47 @@ ThreadPool *threadpool_new(int threads)
 	return p;
 }
 
+ThreadPool *threadpool_shared(int threads)
+{
+	if (threads < 1)
+		threads = 1;
+	if (threads > 256)
+		threads = 256;
+	pthread_mutex_lock(&reg_mu);
+	ThreadPool *p = reg_head;
+	while (p && p->n != threads)
+		p = p->reg_next;
+	if (!p) {
+		p = threadpool_new(threads);
+		if (p->n != threads) {          /* fewer workers started: not a match for later callers */
+			pthread_mutex_unlock(&reg_mu);
+			return p;
+		}
+		p->reg_next = reg_head;
+		reg_head = p;
+	}
+	p->refs++;
+	pthread_mutex_unlock(&reg_mu);
+	return p;
+}
+
 void threadpool_free(ThreadPool *p)
 {
 	if (!p)
 		return;
+	pthread_mutex_lock(&reg_mu);
+	if (p->refs > 0) {                  /* shared: the last holder frees it */
+		if (--p->refs > 0) {
+			pthread_mutex_unlock(&reg_mu);
+			return;
+		}
+		for (ThreadPool **q = &reg_head; *q; q = &(*q)->reg_next)
+			if (*q == p) {
+				*q = p->reg_next;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&reg_mu);
 	pthread_mutex_lock(&p->mu);
 	atomic_store(&p->quit, true);
 	pthread_cond_broadcast(&p->cv_start);

@@ -702,6 +702,7 @@ static int decode_beam(Whisper *w, const WhisperOptions *o, const int64_t *promp
 	free(toks);
 	free(cur);
 	free(cand);
+	free(slot_tok);
 	return rc;
 }
 

@@ -642,7 +642,7 @@ static int open_module(WlModule *m, int threads, Diag *d)
 		threads = mthreads > 0 ? (int)mthreads : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (threads < 1)
 		threads = 1;
-	m->pool = threadpool_new(threads);
+	m->pool = threadpool_shared(threads);
 	m->api = (WlHostApi){.pool = m->pool, .nthreads = threadpool_threads(m->pool),
 	                     .parallel_for = api_parallel_for, .rt = m, .index_error = api_index_error};
 	rc = WL_OK;

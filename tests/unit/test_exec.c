@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <pthread.h>
 #include "runtime/interp/interp.h"
 #include "onnx.pb-c.h"
 
@@ -1066,6 +1067,51 @@ START_TEST(thread_pool)
 }
 END_TEST
 
+/* shared pools: one per thread count, alive until the last holder frees
+ * it; two threads running jobs on one shared pool at once both finish with
+ * every index visited once (the second runs inline) */
+typedef struct SharedJob { ThreadPool *p; int rc; } SharedJob;
+static void *shared_job(void *arg)
+{
+	SharedJob *j = arg;
+	for (int r = 0; r < 200; r++) {
+		PfCtx c = {calloc(1000, sizeof(int)), {0}};
+		parallel_for(j->p, 1000, 1, pf_fn, &c);
+		for (int i = 0; i < 1000; i++)
+			if (c.hits[i] != 1)
+				j->rc = 1;
+		free(c.hits);
+	}
+	return NULL;
+}
+
+START_TEST(thread_pool_shared)
+{
+	ThreadPool *a = threadpool_shared(2), *b = threadpool_shared(2), *c = threadpool_shared(3);
+	ck_assert_ptr_eq(a, b);
+	ck_assert_ptr_ne(a, c);
+	ck_assert_int_eq(threadpool_threads(a), 2);
+	ck_assert_int_eq(threadpool_threads(c), 3);
+	threadpool_free(b);                    /* a still holds it */
+	SharedJob j1 = {a, 0}, j2 = {a, 0};
+	pthread_t t1, t2;
+	ck_assert_int_eq(pthread_create(&t1, NULL, shared_job, &j1), 0);
+	ck_assert_int_eq(pthread_create(&t2, NULL, shared_job, &j2), 0);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	ck_assert_int_eq(j1.rc, 0);
+	ck_assert_int_eq(j2.rc, 0);
+	ThreadPool *priv = threadpool_new(2);  /* threadpool_new: never shared */
+	ck_assert_ptr_ne(priv, a);
+	threadpool_free(priv);
+	threadpool_free(a);
+	threadpool_free(c);
+	ThreadPool *d = threadpool_shared(2);  /* a new pool once all are freed */
+	ck_assert_int_eq(threadpool_threads(d), 2);
+	threadpool_free(d);
+}
+END_TEST
+
 static bool same_bits(TB *t)
 {
 	Exec *e1 = tb_run(t, 1);
@@ -1847,7 +1893,7 @@ int main(void)
 		npy_roundtrip, npy_versions_and_errors, pb_tensor_files, half_rounding,
 		half_elementwise, broadcast_binary, unary_and_ints, reduce_softmax_axes,
 		matmul_small_and_batched, matmul_blocked_edges, gemm_variants, conv_1d_2d,
-		matmulnbits_vs_dequant, thread_pool, threads_bit_identical, layernorm_family,
+		matmulnbits_vs_dequant, thread_pool, thread_pool_shared, threads_bit_identical, layernorm_family,
 		rotary_embedding, group_query_attention, multi_head_attention, shape_ops,
 		planner_dynamic_shapes, misaligned_initializer, errors, NULL
 	});
