@@ -9,6 +9,10 @@
  * Match (every graph, subgraphs too):
  *   y = MatMul(a, W)        W an initializer (not a graph input), float32, 2-D [K, N],
  *                           all values finite; the node not named in --exclude
+ *   y = MatMul(a, Wt)       Wt = Transpose<perm = [1, 0]>(E), E such an initializer
+ *   Wt = Transpose(E)       [N, K]: a tied LM head reading the embedding table (onnxruntime's
+ *                           quantizer takes initializers only; E stays for its other
+ *                           readers, the Transpose goes once nothing reads Wt)
  * Replace:
  *   y = com.microsoft.MatMulNBits<K, N, bits = 4, block_size = BS>(a, W_Q4, W_scales [, W_zero_points])
  *   W_Q4           uint8 [N, k_blocks, BS/2]   k_blocks = ceil(K / BS); column n, row k
@@ -46,6 +50,8 @@ static const char usage_quantize[] =
 "Rewrites every MatMul whose second input is a constant 2-D float32 weight into\n"
 "com.microsoft MatMulNBits with ONNX Runtime's byte layout and rounding\n"
 "(blocks of the weight's columns along K; K zero-padded to a whole block).\n"
+"A weight that is Transpose(perm [1, 0]) of such a constant (a tied LM head reading\n"
+"the embedding table) is quantized too; the table stays for its other readers.\n"
 "\n"
 "  -o, --output OUT      the quantized model: .onnx (binary) or .onnxtxt (text)\n"
 "  --nbits N             bits per weight (only 4; the default)\n"
@@ -68,6 +74,7 @@ typedef struct QuantOpts {
 
 typedef struct Quantized {
 	const Value *w;
+	bool transposed;
 	Value *q, *scales, *zp;
 } Quantized;
 
@@ -86,9 +93,24 @@ static const char WHY_NOT_CONST[] = "weight is not a constant";
 
 typedef struct MatchNBits {
 	Node *mm;
-	Value *a, *w;
+	Value *a, *w;          /* w: the initializer ([K, N], or [N, K] when transposed) */
+	bool transposed;       /* the MatMul reads Transpose(w) */
 	int64_t K, N;
 } MatchNBits;
+
+/* w = Transpose<perm = [1, 0]>(E) with E an initializer: E, else NULL. */
+static Value *transposed_init(const Value *w)
+{
+	const Node *t = w->producer;
+	if (!t || t->op != OP_Transpose || t->ninputs != 1 || !t->inputs[0] || !t->inputs[0]->init ||
+	    t->inputs[0]->is_input || t->inputs[0]->init->ndim != 2)
+		return NULL;
+	const int64_t *perm;
+	int np = attr_ints(t, "perm", &perm);
+	if (node_attr(t, "perm") && !(np == 2 && perm[0] == 1 && perm[1] == 0))
+		return NULL;
+	return t->inputs[0];
+}
 
 static bool excluded(const QuantOpts *o, const Node *n)
 {
@@ -108,7 +130,10 @@ static bool match_nbits(Node *n, const QuantOpts *o, MatchNBits *cap, const char
 	if (n->op != OP_MatMul || n->ninputs != 2 || !n->inputs[0] || !n->inputs[1] ||
 	    n->noutputs != 1 || !n->outputs[0])
 		return false;
-	Value *w = n->inputs[1];
+	Value *w = n->inputs[1], *e = transposed_init(w);
+	bool tr = e != NULL;
+	if (tr)
+		w = e;
 	const Tensor *t = w->init;
 	if (excluded(o, n))
 		return *why = "excluded", false;
@@ -121,7 +146,8 @@ static bool match_nbits(Node *n, const QuantOpts *o, MatchNBits *cap, const char
 	if (t->dims[0] <= 0 || t->dims[1] <= 0 || !t->data ||
 	    t->nbytes < (size_t)(t->dims[0] * t->dims[1]) * sizeof(float))
 		return *why = "weight is empty", false;
-	*cap = (MatchNBits){.mm = n, .a = n->inputs[0], .w = w, .K = t->dims[0], .N = t->dims[1]};
+	*cap = (MatchNBits){.mm = n, .a = n->inputs[0], .w = w, .transposed = tr,
+	                    .K = t->dims[tr ? 1 : 0], .N = t->dims[tr ? 0 : 1]};
 	return true;
 }
 
@@ -206,32 +232,43 @@ static Value *new_init(Graph *g, const char *base, const char *suffix, int dtype
 	return v;
 }
 
-static int quantize_weight(QuantState *s, Value *w, Quantized *out, Diag *d)
+/* tr: W is the transpose of w's [N, K] data (a tied LM head). */
+static int quantize_weight(QuantState *s, Value *w, bool tr, Quantized *out, Diag *d)
 {
 	for (int i = 0; i < s->ndone; i++)
-		if (s->done[i].w == w) {
+		if (s->done[i].w == w && s->done[i].transposed == tr) {
 			*out = s->done[i];
 			return WL_OK;
 		}
 	const Tensor *t = w->init;
-	int64_t K = t->dims[0], N = t->dims[1];
+	int64_t K = t->dims[tr ? 1 : 0], N = t->dims[tr ? 0 : 1];
 	int bs = s->o->block;
 	int64_t kb = (K + bs - 1) / bs;
 	const unsigned char *src = t->data;
 	for (int64_t i = 0; i < K * N; i++)
 		if (!isfinite(load_f32(src, i)))
 			return diag_fail(d, "%s: tensor '%s': non-finite weight at [%lld, %lld]; cannot quantize",
-			                 s->m->path, w->name, (long long)(i / N), (long long)(i % N));
+			                 s->m->path, w->name, (long long)(i / t->dims[1]), (long long)(i % t->dims[1]));
+	unsigned char *tbuf = NULL;
+	if (tr) {                           /* W[k, n] = w[n, k]: quantize a transposed copy */
+		if (!(tbuf = malloc((size_t)(K * N) * sizeof(float))))
+			wl_die(__FILE__, __LINE__, "out of memory");
+		for (int64_t n = 0; n < N; n++)
+			for (int64_t k = 0; k < K; k++)
+				memcpy(tbuf + 4 * (k * N + n), src + 4 * (n * K + k), 4);
+		src = tbuf;
+	}
 	Graph *g = w->graph;
-	Quantized qz = {.w = w};
+	Quantized qz = {.w = w, .transposed = tr};
 	void *qd, *sd, *zd = NULL;
 	int64_t qdims[3] = {N, kb, bs / 2}, sdims[2] = {N, kb}, zdims[1] = {N * ((kb + 1) / 2)};
 	char suffix[16];
 	snprintf(suffix, sizeof suffix, "_Q%d", s->o->bits);
-	qz.q = new_init(g, w->name, suffix, DT_UINT8, 3, qdims, &qd);
-	qz.scales = new_init(g, w->name, "_scales", DT_FLOAT, 2, sdims, &sd);
+	const char *base = tr ? arena_printf(g->mod->arena, "%s_T", w->name) : w->name;
+	qz.q = new_init(g, base, suffix, DT_UINT8, 3, qdims, &qd);
+	qz.scales = new_init(g, base, "_scales", DT_FLOAT, 2, sdims, &sd);
 	if (!s->o->symmetric) {
-		qz.zp = new_init(g, w->name, "_zero_points", DT_UINT8, 1, zdims, &zd);
+		qz.zp = new_init(g, base, "_zero_points", DT_UINT8, 1, zdims, &zd);
 		memset(zd, 0x88, (size_t)zdims[0]);   /* nibbles of absent odd blocks stay 8 */
 	}
 	float *mn = malloc((size_t)N * sizeof *mn), *mx = malloc((size_t)N * sizeof *mx);
@@ -243,6 +280,7 @@ static int quantize_weight(QuantState *s, Value *w, Quantized *out, Diag *d)
 	}
 	free(mn);
 	free(mx);
+	free(tbuf);
 	if (s->ndone == s->capdone) {
 		s->capdone = s->capdone ? 2 * s->capdone : 16;
 		s->done = realloc(s->done, (size_t)s->capdone * sizeof *s->done);
@@ -257,9 +295,10 @@ static int quantize_weight(QuantState *s, Value *w, Quantized *out, Diag *d)
 static int rewrite_nbits(QuantState *s, const MatchNBits *c, Diag *d)
 {
 	Quantized qz = {0};
-	if (quantize_weight(s, c->w, &qz, d) != WL_OK)
+	if (quantize_weight(s, c->w, c->transposed, &qz, d) != WL_OK)
 		return WL_ERR;
 	Node *mm = c->mm;
+	Value *wt = mm->inputs[1];          /* Transpose(w) when transposed */
 	Graph *g = mm->graph;
 	const char *name = mm->name && *mm->name
 		? arena_printf(s->m->arena, "%s_Q%d", mm->name, s->o->bits) : "";
@@ -277,6 +316,10 @@ static int rewrite_nbits(QuantState *s, const MatchNBits *c, Diag *d)
 	node_insert_before(mm, nn);
 	node_remove(mm);
 	node_add_output(nn, y);
+	if (c->transposed && wt->nusers == 0 && !wt->is_output && wt->producer) {
+		node_remove(wt->producer);
+		wt->in_value_info = false;
+	}
 	Value *w = c->w;
 	if (w->nusers == 0 && !w->is_output && !w->is_input)
 		graph_remove_init(w->graph, w);

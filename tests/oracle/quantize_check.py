@@ -6,7 +6,8 @@
 Without --model it builds a small graph with onnx.helper that covers the
 cases that matter: K a multiple of the block, K not (zero-padded), K odd,
 a weight shared by two MatMuls, a 3-D activation, a MatMul whose weight is
-an activation (left alone) and one excluded by name. For each variant
+an activation (left alone), one excluded by name, and a tied LM head (the
+weight is Transpose(perm [1, 0]) of an embedding table a Gather also reads). For each variant
 (asymmetric and symmetric; block 16, 32, 64) it
 
   1. runs `wlower quantize`;
@@ -52,6 +53,7 @@ def build_model(path, seed=0):
         w("blk.odd.weight", 37, 24),      # K odd
         w("blk.shared.weight", 24, 24),   # read by two MatMuls
         w("blk.excl.weight", 24, 16),
+        w("blk.emb.weight", 20, 24),      # [V, K]: read by a Gather and, transposed, by the head
     ]
     # a block of zeros and a block with a single outlier in fc1
     fc1 = numpy_helper.to_array(inits[0]).copy()
@@ -72,6 +74,10 @@ def build_model(path, seed=0):
         # weight is an activation: stays a MatMul
         helper.make_node("Transpose", ["h5"], ["h5t"], perm=[0, 2, 1], name="/Transpose"),
         helper.make_node("MatMul", ["h5", "h5t"], ["gram"], name="/gram/MatMul"),
+        # tied head: MatMul(h5, Transpose(emb)) next to Gather(emb, ids)
+        helper.make_node("Gather", ["blk.emb.weight", "ids"], ["emb"], name="/embed/Gather"),
+        helper.make_node("Transpose", ["blk.emb.weight"], ["emb_t"], perm=[1, 0], name="/lm_head/Transpose"),
+        helper.make_node("MatMul", ["h5", "emb_t"], ["logits"], name="/lm_head/MatMul"),
     ]
     inits += [
         numpy_helper.from_array(np.array([0], np.int64), "s0"),
@@ -80,15 +86,18 @@ def build_model(path, seed=0):
     ]
     graph = helper.make_graph(
         nodes, "quantize_check",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 64])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 64]),
+         helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 16]),
-         helper.make_tensor_value_info("gram", TensorProto.FLOAT, [2, 5, 5])],
+         helper.make_tensor_value_info("gram", TensorProto.FLOAT, [2, 5, 5]),
+         helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 5, 20]),
+         helper.make_tensor_value_info("emb", TensorProto.FLOAT, [1, 3, 24])],
         inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     onnx.checker.check_model(m)
     onnx.save(m, path)
-    return {"x": g.standard_normal((2, 5, 64)).astype(np.float32)}
+    return {"x": g.standard_normal((2, 5, 64)).astype(np.float32), "ids": np.array([[1, 19, 7]], np.int64)}
 
 
 def ort_quantize(w, block, symmetric):
@@ -187,7 +196,11 @@ def check_variant(wlower, src, feeds, work, tag, block, symmetric, exclude, rela
         zp = numpy_helper.to_array(inits[node.input[3]]) if len(node.input) > 3 and node.input[3] else None
         if (zp is None) != symmetric:
             problems.append("%s: zero points %s" % (node.name, "missing" if zp is None else "present"))
-        rp, rs, rz = ort_quantize(orig[wname], block, symmetric)
+        if wname not in orig and wname.endswith("_T") and wname[:-2] in orig:
+            worig = np.ascontiguousarray(orig[wname[:-2]].T)      # a tied head: Transpose(table)
+        else:
+            worig = orig[wname]
+        rp, rs, rz = ort_quantize(worig, block, symmetric)
         if packed.shape != rp.shape or not np.array_equal(packed, rp):
             problems.append("%s: B bytes differ from onnxruntime's quantizer (%d of %d)"
                             % (node.name, int(np.count_nonzero(packed != rp)) if packed.shape == rp.shape else -1,
@@ -200,6 +213,15 @@ def check_variant(wlower, src, feeds, work, tag, block, symmetric, exclude, rela
         dname = node.name + "_deq"
         deq.graph.initializer.append(numpy_helper.from_array(wd, dname))
         deq.graph.node.append(helper.make_node("MatMul", [node.input[0], dname], list(node.output), name=dname))
+    if not relative:    # the built-in graph: which MatMuls became MatMulNBits
+        names = sorted(n.name for n in qm.graph.node if n.op_type == "MatMulNBits")
+        want = sorted(["/fc1/MatMul_Q4", "/fc2/MatMul_Q4", "/odd/MatMul_Q4", "/shared/MatMul_Q4",
+                       "/shared/MatMul_1_Q4", "/lm_head/MatMul_Q4"])
+        if names != want:
+            problems.append("MatMulNBits nodes %s, expected %s" % (names, want))
+        if "blk.emb.weight" not in inits or any(n.op_type == "Transpose" and n.input[0] == "blk.emb.weight"
+                                                 for n in qm.graph.node):
+            problems.append("tied head: the table must stay (the Gather reads it) and its Transpose go")
     dpath = os.path.join(work, tag + "_deq.onnx")
     onnx.save(deq, dpath)
 
