@@ -65,6 +65,12 @@
  * (the step program) there is no pack at all: emit_decode reads the row-major
  * cache in place (see there), so a step copies nothing and its time grows
  * with the position only through the scores and the weighted sum.
+ *
+ * WhisperAttention with T <= DEC_MAXT over bhsd K/V and nothing else (no
+ * past, no presents, not causal, not fp16: a Whisper step's cross-attention
+ * over the 1500 encoder keys) takes the same decode path with K/V as the
+ * "cache" (all S rows valid, no new rows): the pack would copy 2·S·hd floats
+ * per head per step (4.6 MB per layer of Whisper-tiny) to read them once.
  */
 #include <math.h>
 #include <float.h>
@@ -82,6 +88,8 @@ typedef struct Attn {
 	int mask_dt, pos_dt;
 	int64_t pos_numel, cs_rows;
 	bool dec;   /* the decode path (emit_decode): static_cache, T <= DEC_MAXT */
+	bool xdec;  /* ... WhisperAttention over constant K/V (cross-attention in a step):
+	             * K/V [B, H, S, hd] read in place as the "cache", no new rows */
 	/* tiling */
 	int64_t Br, Bc, Kw, Lp, hdp, nrt, nqb, pvc;
 	uint64_t off_kt, off_vp, off_bias, scratch;
@@ -104,7 +112,11 @@ static bool present_out(const Node *n, int i)
 static void attn_tiling(HostGen *g, Attn *a)
 {
 	int64_t vw = g->vw > 0 ? g->vw : 16;
-	a->dec = a->stat && a->T <= DEC_MAXT;
+	/* a Whisper step's cross-attention: a few query rows against the S encoder
+	 * keys of the bhsd K/V inputs, no past, no presents, no mask, not causal */
+	a->xdec = !a->stat && a->bhsd && a->T <= DEC_MAXT && a->P == 0 && a->a_prk < 0 && a->a_prv < 0 &&
+	          a->a_mask < 0 && !a->causal && !a->fp16 && !a->rope && a->H == a->Hkv;
+	a->dec = (a->stat && a->T <= DEC_MAXT) || a->xdec;
 	a->Br = a->T < 8 ? a->T : 8;
 	if (!g->avx512 && a->Br > 4)
 		a->Br = 4;
@@ -850,7 +862,13 @@ static void emit_dec_block(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValue
 	LLVMValueRef zero = hg_f32(g, 0.0f), ninf = hg_f32(g, -INFINITY);
 
 	/* key bias: 0 / −3.4028235e38 (mask != 1) for j < n, −inf past n; a full
-	 * block as vectors of the mask */
+	 * block as vectors of the mask; no mask (xdec): 0 for j < n */
+	if (a->a_mask < 0) {
+		HgLoop lj;
+		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), ci(g, Bc), 1, "dbj");
+		hg_store(g, LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, j, n, ""), zero, ninf, ""), Bs, j);
+		hg_loop_end(g, &lj);
+	} else {
 	HgIf fb;
 	hg_if_begin(g, &fb, LLVMBuildICmp(g->b, LLVMIntEQ, n, ci(g, Bc), ""));
 	{
@@ -881,6 +899,7 @@ static void emit_dec_block(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValue
 		hg_loop_end(g, &lj);
 	}
 	hg_if_end(g, &fb);
+	}
 	HgLoop lr;
 	LLVMValueRef r = hg_loop_begin(g, &lr, ci(g, 0), ci(g, R), 1, "dr");
 	LLVMValueRef t = LLVMBuildSRem(g->b, r, ci(g, a->T), "t");
@@ -1022,8 +1041,9 @@ static void emit_decode(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	LLVMValueRef prv = a->a_prv >= 0 ? hg_gepf(g, c[C_PRV], mul(g, task, ci(g, a->T * a->hd))) : NULL;
 	LLVMValueRef nv = c[C_NV];
 
-	/* the new rows: rotated / rounded k, rounded v → Kn, Vn and the presents */
-	{
+	/* the new rows: rotated / rounded k, rounded v → Kn, Vn and the presents
+	 * (xdec: none, K/V are the keys) */
+	if (!a->xdec) {
 		HgLoop ls;
 		LLVMValueRef s = hg_loop_begin(g, &ls, ci(g, 0), ci(g, a->T), 1, "ds");
 		LLVMValueRef off = add(g, mul(g, add(g, mul(g, b, ci(g, a->T)), s), ci(g, a->Hkv * a->hd)), mul(g, kh, ci(g, a->hd)));
@@ -1066,10 +1086,14 @@ static void emit_decode(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		hg_store(g, zero, Ls, r);
 		hg_loop_end(g, &lr);
 	}
-	/* the cache rows in use, read in place, then the new rows */
+	/* the cache rows in use, read in place, then the new rows (xdec: the S
+	 * rows of K/V [B, H, S, hd], nothing after them) */
 	{
-		LLVMValueRef pk = hg_gepf(g, c[C_PK], mul(g, task, ci(g, a->P * a->hd)));
-		LLVMValueRef pv = hg_gepf(g, c[C_PV], mul(g, task, ci(g, a->P * a->hd)));
+		int64_t rows = a->xdec ? a->S : a->P;
+		LLVMValueRef pk = hg_gepf(g, c[a->xdec ? C_K : C_PK], mul(g, task, ci(g, rows * a->hd)));
+		LLVMValueRef pv = hg_gepf(g, c[a->xdec ? C_V : C_PV], mul(g, task, ci(g, rows * a->hd)));
+		if (a->xdec)
+			nv = ci(g, a->S);
 		HgLoop lj;
 		LLVMValueRef j0 = hg_loop_begin(g, &lj, ci(g, 0), nv, Bc, "dj0");
 		LLVMValueRef left = LLVMBuildSub(g->b, nv, j0, "");
@@ -1079,7 +1103,8 @@ static void emit_decode(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		               add(g, mul(g, b, ci(g, a->L)), j0), false);
 		hg_loop_end(g, &lj);
 	}
-	emit_dec_block(g, a, c, tiles, kn, vn, ci(g, a->T), add(g, mul(g, b, ci(g, a->L)), ci(g, a->P)), true);
+	if (!a->xdec)
+		emit_dec_block(g, a, c, tiles, kn, vn, ci(g, a->T), add(g, mul(g, b, ci(g, a->L)), ci(g, a->P)), true);
 	/* out = O / l */
 	{
 		HgLoop lr;

@@ -33,6 +33,7 @@ Ends with "genai: N passed, M failed"; exit 1 on any failure.
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 
@@ -241,6 +242,7 @@ def pipeline(args, tally, tag, rename):
                     "ids %s vs ort %s, logits min psnr %.1f dB" % (got, want, worst))
     # generate --model GENAI_DIR: compiled into the cache on first use (key: genai_config.json and model.onnx)
     env = dict(os.environ, WLOWER_CACHE=os.path.join(work, "cache"))
+    shutil.rmtree(env["WLOWER_CACHE"], ignore_errors=True)    # a rerun in the same build dir: first use again
     cmd = [args.wlower, "generate", "--model", gdir, "--target", "ref", "--max-seq", "32", "--prefill-rows", "4",
            "--prompt-ids", ids, "--max-new-tokens", str(GEN_NEW), "--ignore-eos"]
     r1 = subprocess.run(cmd, capture_output=True, text=True, env=env)

@@ -192,6 +192,12 @@ def cases(rng):
         # inside and across blocks, a tail block, queries past a block of rows
         whisper_attn("wa_causal_blocks", T=141, S=141, H=2, hd=64, causal=1, rng=rng),
         whisper_attn("wa_cross", T=9, S=50, bhsd=True, rng=rng),
+        # a step's cross-attention, q_len <= 4: the decode path (K/V read in place)
+        whisper_attn("wa_xdec_step", T=1, S=1500, H=6, hd=64, bhsd=True, rng=rng),
+        whisper_attn("wa_xdec_t4", T=4, S=37, H=2, hd=16, bhsd=True, rng=rng),
+        whisper_attn("wa_xdec_b2_odd_hd", B=2, T=2, S=50, H=3, hd=6, bhsd=True, rng=rng),
+        whisper_attn("wa_xdec_hd8", T=3, S=33, H=2, hd=8, bhsd=True, rng=rng),
+        whisper_attn("wa_xdec_hd80", T=1, S=70, H=2, hd=80, bhsd=True, rng=rng),
         whisper_attn("wa_past", T=1, S=1, P=20, causal=1, rng=rng),
         whisper_attn("wa_past_t4", T=4, S=4, P=7, causal=1, rng=rng),
         whisper_attn("wa_fp16", T=20, S=20, fp16=1, rng=rng),
