@@ -522,29 +522,9 @@ static int build_pipeline(const PipelineArgs *pa, const char *dir, double t0, Di
 /* One prompt of PROMPTS.txt: comma-separated non-negative ids. */
 static int parse_prompt(const char *line, const char *file, int ln, int64_t **ids, int *n, Diag *d)
 {
-	int cap = 16;
-	*n = 0;
-	if (!(*ids = malloc((size_t)cap * sizeof **ids)))
-		wl_die(__FILE__, __LINE__, "out of memory");
-	for (const char *p = line;;) {
-		while (*p == ' ' || *p == '\t')
-			p++;
-		char *end;
-		long long v = strtoll(p, &end, 10);
-		while (end && (*end == ' ' || *end == '\t'))
-			end++;
-		if (end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
-			free(*ids);
-			*ids = NULL;
-			return diag_fail(d, "%s:%d: expected token ids separated by commas, got '%.60s'", file, ln, line);
-		}
-		if (*n == cap && !(*ids = realloc(*ids, (size_t)(cap *= 2) * sizeof **ids)))
-			wl_die(__FILE__, __LINE__, "out of memory");
-		(*ids)[(*n)++] = v;
-		if (!*end)
-			return WL_OK;
-		p = end + 1;
-	}
+	if (!parse_id_list(line, ids, n))
+		return diag_fail(d, "%s:%d: expected token ids separated by commas, got '%.60s'", file, ln, line);
+	return WL_OK;
 }
 
 typedef struct Prompts { int64_t **ids; int *n, *line; int count; } Prompts;

@@ -179,8 +179,10 @@ int cmd_cache_root(const char *cmd, char *buf, size_t n);
  * name alone). */
 int cmd_cached_pipeline(const char *cmd, const char *kind, const char *model, const char *target, const char *dir,
                         const char *const *opts, int nopts);
-/* "1,2,3" → non-negative ids (*ids malloc'ed, freed by the caller even on
- * error); anything else is a usage error naming opt. */
+/* "1, 2,3": comma-separated ids in [0, INT32_MAX], blanks around them allowed
+ * (*ids malloc'ed, the caller frees it); false (and *ids NULL) on anything
+ * else. cmd_parse_ids: the same, anything else a usage error naming opt. */
+bool parse_id_list(const char *s, int64_t **ids, int *n);
 int cmd_parse_ids(const char *cmd, const char *opt, const char *s, int64_t **ids, int *n);
 /* "float32[1,80,3000]" / "int64[batch,4]" for a graph value's declared type. */
 const char *cmd_describe_value(const Value *v, char *buf, size_t n);

@@ -288,24 +288,39 @@ int cmd_cached_pipeline(const char *cmd, const char *kind, const char *model, co
 	return rc == 0 ? CMD_OK : rc;
 }
 
-int cmd_parse_ids(const char *cmd, const char *opt, const char *s, int64_t **ids, int *n)
+bool parse_id_list(const char *s, int64_t **ids, int *n)
 {
 	int cap = 16;
 	*n = 0;
 	*ids = wl_xmalloc((size_t)cap * sizeof **ids);
 	for (const char *p = s;;) {
+		while (*p == ' ' || *p == '\t')
+			p++;
 		char *end;
 		errno = 0;
 		long long v = strtoll(p, &end, 10);
-		if (end == p || v < 0 || errno || (*end && *end != ','))
-			return cmd_usage(cmd, "%s '%s': expected non-negative ids separated by commas", opt, s);
+		while (end != p && (*end == ' ' || *end == '\t'))
+			end++;
+		if (end == p || v < 0 || v > INT32_MAX || errno || (*end && *end != ',')) {
+			free(*ids);
+			*ids = NULL;
+			*n = 0;
+			return false;
+		}
 		if (*n == cap && !(*ids = realloc(*ids, (size_t)(cap *= 2) * sizeof **ids)))
 			wl_die(__FILE__, __LINE__, "out of memory");
 		(*ids)[(*n)++] = v;
 		if (!*end)
-			return CMD_OK;
+			return true;
 		p = end + 1;
 	}
+}
+
+int cmd_parse_ids(const char *cmd, const char *opt, const char *s, int64_t **ids, int *n)
+{
+	if (!parse_id_list(s, ids, n))
+		return cmd_usage(cmd, "%s '%s': expected non-negative ids separated by commas", opt, s);
+	return CMD_OK;
 }
 
 const char *cmd_describe_value(const Value *v, char *buf, size_t n)
