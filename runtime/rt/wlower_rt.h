@@ -58,7 +58,10 @@ typedef struct WlTensorInfo {
 } WlTensorInfo;
 
 /* Loads DIR. threads > 0: that many threads; 0: the manifest's "threads"
- * if set, else the online CPUs. On failure returns NULL and, if err is not
+ * if set, else the online CPUs. Modules opened with the same thread count
+ * share one pool of worker threads in the process (wl_run on two of them at
+ * once from two threads is fine: the second runs its kernels on its own
+ * thread instead of adding workers). On failure returns NULL and, if err is not
  * NULL, sets *err to a malloc'ed one-line message (free() it). */
 WlModule *wl_open(const char *dir, int threads, char **err);
 /* wl_open with flags: WL_OPEN_NO_VERIFY skips the sha256 check of module.so
