@@ -2,6 +2,7 @@
  * common to every target; read back by the runtime and the simulator. */
 #include <dirent.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -421,6 +422,22 @@ static int check_manifest(const char *path, const cJSON *r, Diag *d)
 	if ((vb = cJSON_GetObjectItemCaseSensitive(hw, "vector_bits")) &&
 	    (!cJSON_IsNumber(vb) || (vb->valuedouble != 128 && vb->valuedouble != 256 && vb->valuedouble != 512)))
 		return diag_fail(d, "%s: hardware.vector_bits: not 128, 256 or 512", path);
+	/* host: the CPU the blocking was tuned for (informational, but typed) */
+	const cJSON *cm = cJSON_GetObjectItemCaseSensitive(hw, "cpu_model"), *ca, *cv;
+	if (cm && !cJSON_IsString(cm))
+		return diag_fail(d, "%s: hardware.cpu_model: not a string", path);
+	if ((ca = cJSON_GetObjectItemCaseSensitive(hw, "caches"))) {
+		if (!cJSON_IsObject(ca))
+			return diag_fail(d, "%s: hardware.caches: not an object", path);
+		static const char *const levels[] = {"l1d", "l2", "l3"};
+		for (int k = 0; k < 3; k++)
+			if ((cv = cJSON_GetObjectItemCaseSensitive(ca, levels[k])) &&
+			    (!cJSON_IsNumber(cv) || cv->valuedouble < 0 || cv->valuedouble > 1e15 ||
+			     cv->valuedouble != floor(cv->valuedouble)))
+				return diag_fail(d, "%s: hardware.caches.%s: not a byte count", path, levels[k]);
+		if ((cv = cJSON_GetObjectItemCaseSensitive(ca, "source")) && !cJSON_IsString(cv))
+			return diag_fail(d, "%s: hardware.caches.source: not a string", path);
+	}
 	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(r, "model_sha256");
 	if (ms && (strlen(ms->valuestring) != 64 || strspn(ms->valuestring, "0123456789abcdef") != 64))
 		return diag_fail(d, "%s: model_sha256: not 64 lowercase hex digits", path);

@@ -661,7 +661,7 @@ def gen_module(fx, rng):
                       names=("manifest.json",))
         for hk in man.get("hardware", {}):
             c("manifest-hardware-%s-text" % hk, edit_manifest(setpath(["hardware", hk], "bogus")),
-              names=("manifest.json",), expect=(0, 1) if hk in ("cpu", "name", "features") else (1,))
+              names=("manifest.json",), expect=(0, 1) if hk in ("cpu", "name", "features", "cpu_model") else (1,))
             c("manifest-hardware-%s-neg" % hk, edit_manifest(setpath(["hardware", hk], -1)),
               names=("manifest.json",))
         for i, e in enumerate(man["files"]):
