@@ -850,25 +850,21 @@ static bool dec_packed(HostGen *g, const Attn *a)
 	return a->hd < g->vw && g->vw % a->hd == 0;
 }
 
-/* One block of n (run time, 1..Bc) keys: rows kp[j·hd], vp[j·hd]; the mask
- * entries of these keys start at mask[mrow]; newrows: the block holds the new
- * rows (causal: query row t sees new key j iff j <= t). */
-static void emit_dec_block(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValueRef tiles[6], LLVMValueRef kp,
-                           LLVMValueRef vp, LLVMValueRef n, LLVMValueRef mrow, bool newrows)
+/* The key bias of one block of n (run time) keys into Bs [Bc]: 0 /
+ * −3.4028235e38 (mask != 1) for j < n, −inf past n; a full block as vectors
+ * of the mask (its entries start at mask[mrow]); no mask (xdec): 0 for j < n. */
+static void dec_key_bias(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValueRef Bs, LLVMValueRef n,
+                         LLVMValueRef mrow)
 {
-	const int64_t vw = g->vw, Bc = a->Bc, NB = Bc / vw, NV = a->hdp / vw;
-	const int64_t R = a->H / a->Hkv * a->T;
-	LLVMValueRef Qs = tiles[0], Os = tiles[1], Ss = tiles[2], Ms = tiles[3], Ls = tiles[4], Bs = tiles[5];
+	const int64_t vw = g->vw, Bc = a->Bc;
 	LLVMValueRef zero = hg_f32(g, 0.0f), ninf = hg_f32(g, -INFINITY);
-
-	/* key bias: 0 / −3.4028235e38 (mask != 1) for j < n, −inf past n; a full
-	 * block as vectors of the mask; no mask (xdec): 0 for j < n */
 	if (a->a_mask < 0) {
 		HgLoop lj;
 		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), ci(g, Bc), 1, "dbj");
 		hg_store(g, LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, j, n, ""), zero, ninf, ""), Bs, j);
 		hg_loop_end(g, &lj);
-	} else {
+		return;
+	}
 	HgIf fb;
 	hg_if_begin(g, &fb, LLVMBuildICmp(g->b, LLVMIntEQ, n, ci(g, Bc), ""));
 	{
@@ -899,7 +895,18 @@ static void emit_dec_block(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValue
 		hg_loop_end(g, &lj);
 	}
 	hg_if_end(g, &fb);
-	}
+}
+
+/* One block of n (run time, 1..Bc) keys: rows kp[j·hd], vp[j·hd]; the mask
+ * entries of these keys start at mask[mrow]; newrows: the block holds the new
+ * rows (causal: query row t sees new key j iff j <= t). */
+static void emit_dec_block(HostGen *g, const Attn *a, LLVMValueRef *c, LLVMValueRef tiles[6], LLVMValueRef kp,
+                           LLVMValueRef vp, LLVMValueRef n, LLVMValueRef mrow, bool newrows)
+{
+	const int64_t vw = g->vw, Bc = a->Bc, NB = Bc / vw, NV = a->hdp / vw;
+	const int64_t R = a->H / a->Hkv * a->T;
+	LLVMValueRef Qs = tiles[0], Os = tiles[1], Ss = tiles[2], Ms = tiles[3], Ls = tiles[4], Bs = tiles[5];
+	dec_key_bias(g, a, c, Bs, n, mrow);
 	HgLoop lr;
 	LLVMValueRef r = hg_loop_begin(g, &lr, ci(g, 0), ci(g, R), 1, "dr");
 	LLVMValueRef t = LLVMBuildSRem(g->b, r, ci(g, a->T), "t");
@@ -1092,8 +1099,6 @@ static void emit_decode(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		int64_t rows = a->xdec ? a->S : a->P;
 		LLVMValueRef pk = hg_gepf(g, c[a->xdec ? C_K : C_PK], mul(g, task, ci(g, rows * a->hd)));
 		LLVMValueRef pv = hg_gepf(g, c[a->xdec ? C_V : C_PV], mul(g, task, ci(g, rows * a->hd)));
-		if (a->xdec)
-			nv = ci(g, a->S);
 		HgLoop lj;
 		LLVMValueRef j0 = hg_loop_begin(g, &lj, ci(g, 0), nv, Bc, "dj0");
 		LLVMValueRef left = LLVMBuildSub(g->b, nv, j0, "");
@@ -1187,6 +1192,8 @@ static int emit_attn(HostGen *g, const Attn *a, LLVMValueRef fn)
 		return WL_OK;
 	if (a->stat)
 		caps[C_NV] = emit_nvalid(g, a, caps[C_MASK]);
+	else if (a->xdec)
+		caps[C_NV] = ci(g, a->S);     /* every K/V row is a key in use */
 	if (a->dec) {
 		emit_decode(g, a, api, caps);
 		return WL_OK;
