@@ -161,9 +161,10 @@ static inline float load_f32(const unsigned char *p, int64_t i)
 }
 
 /* One row block [k0, k1) of W [K, N] into q/scales/zp (see the top of the
- * file). No fused multiply-add: the rounding must be onnxruntime's. */
+ * file); w holds W's rows from row w0 on (0: all of W). No fused
+ * multiply-add: the rounding must be onnxruntime's. */
 __attribute__((optimize("fp-contract=off")))
-static void quantize_rows(const unsigned char *w, int64_t N, int64_t k0, int64_t k1, int64_t b,
+static void quantize_rows(const unsigned char *w, int64_t w0, int64_t N, int64_t k0, int64_t k1, int64_t b,
                           int64_t kb, int bs, bool sym, float *mn, float *mx,
                           uint8_t *q, float *scales, uint8_t *zp)
 {
@@ -173,7 +174,7 @@ static void quantize_rows(const unsigned char *w, int64_t N, int64_t k0, int64_t
 	}
 	for (int64_t k = k0; k < k1; k++)
 		for (int64_t n = 0; n < N; n++) {
-			float v = load_f32(w, k * N + n);
+			float v = load_f32(w, (k - w0) * N + n);
 			if (v < mn[n]) mn[n] = v;
 			if (v > mx[n]) mx[n] = v;
 		}
@@ -202,7 +203,7 @@ static void quantize_rows(const unsigned char *w, int64_t N, int64_t k0, int64_t
 		float r = scale != 0.0f ? 1.0f / scale : 0.0f;
 		uint8_t *col = q + n * row_bytes;
 		for (int64_t k = k0; k < k1; k++) {
-			float v = load_f32(w, k * N + n);
+			float v = load_f32(w, (k - w0) * N + n);
 			float t = v * r;
 			t = t + (float)z;
 			float qf = roundf(t);
@@ -249,15 +250,8 @@ static int quantize_weight(QuantState *s, Value *w, bool tr, Quantized *out, Dia
 		if (!isfinite(load_f32(src, i)))
 			return diag_fail(d, "%s: tensor '%s': non-finite weight at [%lld, %lld]; cannot quantize",
 			                 s->m->path, w->name, (long long)(i / t->dims[1]), (long long)(i % t->dims[1]));
-	unsigned char *tbuf = NULL;
-	if (tr) {                           /* W[k, n] = w[n, k]: quantize a transposed copy */
-		if (!(tbuf = malloc((size_t)(K * N) * sizeof(float))))
-			wl_die(__FILE__, __LINE__, "out of memory");
-		for (int64_t n = 0; n < N; n++)
-			for (int64_t k = 0; k < K; k++)
-				memcpy(tbuf + 4 * (k * N + n), src + 4 * (n * K + k), 4);
-		src = tbuf;
-	}
+	/* transposed: W[k, n] = w[n, k], one block of rows of W at a time */
+	unsigned char *tbuf = tr ? wl_xmalloc((size_t)(bs * N) * sizeof(float)) : NULL;
 	Graph *g = w->graph;
 	Quantized qz = {.w = w, .transposed = tr};
 	void *qd, *sd, *zd = NULL;
@@ -276,7 +270,11 @@ static int quantize_weight(QuantState *s, Value *w, bool tr, Quantized *out, Dia
 		wl_die(__FILE__, __LINE__, "out of memory");
 	for (int64_t b = 0; b < kb; b++) {
 		int64_t k0 = b * bs, k1 = k0 + bs < K ? k0 + bs : K;
-		quantize_rows(src, N, k0, k1, b, kb, bs, s->o->symmetric, mn, mx, qd, sd, zd);
+		if (tr)
+			for (int64_t n = 0; n < N; n++)
+				for (int64_t k = k0; k < k1; k++)
+					memcpy(tbuf + 4 * ((k - k0) * N + n), src + 4 * (n * K + k), 4);
+		quantize_rows(tr ? tbuf : src, tr ? k0 : 0, N, k0, k1, b, kb, bs, s->o->symmetric, mn, mx, qd, sd, zd);
 	}
 	free(mn);
 	free(mx);
