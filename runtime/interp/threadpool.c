@@ -125,15 +125,17 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+static int clamp_threads(int threads)
+{
+	return threads < 1 ? 1 : threads > 256 ? 256 : threads;
+}
+
 ThreadPool *threadpool_new(int threads)
 {
 	ThreadPool *p = calloc(1, sizeof *p);
 	if (!p)
 		wl_die(__FILE__, __LINE__, "out of memory");
-	if (threads < 1)
-		threads = 1;
-	if (threads > 256)
-		threads = 256;
+	threads = clamp_threads(threads);
 	p->n = 1;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_mutex_init(&p->owner, NULL);
@@ -167,10 +169,7 @@ ThreadPool *threadpool_new(int threads)
 
 ThreadPool *threadpool_shared(int threads)
 {
-	if (threads < 1)
-		threads = 1;
-	if (threads > 256)
-		threads = 256;
+	threads = clamp_threads(threads);
 	pthread_mutex_lock(&reg_mu);
 	ThreadPool *p = reg_head;
 	while (p && p->n != threads)
