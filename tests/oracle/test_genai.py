@@ -179,7 +179,6 @@ RENAMES = {"past_key_names": "past_kv.%d.k", "past_value_names": "past_kv.%d.v",
 def genai_folder(src_dir, model, out, rename):
     """out/: genai_config.json + model.onnx (the 4-bit graph), io renamed when asked."""
     import json
-    import shutil
     import onnx
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(src_dir, "genai_config.json")) as f:
