@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""host_attention.py [--rounds R] [--reps N] [--threads T] [--base WLOWER2] [--base-module DIR] [--work DIR]
+"""host_attention.py [--rounds R] [--reps N] [--threads T] [--precisions fp32,bf16] [--base WLOWER2]
+                    [--base-module DIR] [--work DIR]
 
 The host attention kernel (targets/host/kgen_attention.c) on Whisper-tiny's
 encoder self-attention — ai.wlower.WhisperAttention, 6 heads, 1500 queries x
@@ -20,6 +21,8 @@ multiply-adds = 4·H·T·S·hd = 3.456 GFLOP. Two figures per module:
         processes does not dilute (cache sharing and clock changes still do;
         1 thread because on a loaded machine a pool thread that waits for a
         descheduled peer burns CPU time that is not the kernel's).
+--precisions: one module per --host-precision (default fp32; bf16 needs
+AVX512-BF16: Q, K, V and the probabilities in bf16, vdpbf16ps), alternating.
 --base WLOWER2: a second wlower binary (e.g. a build of an older commit)
 compiled and measured alongside, alternating ("before/after" in one run).
 --base-module DIR: the same, from a module directory already compiled from
@@ -81,6 +84,7 @@ def main():
     ap.add_argument("--base", default=None, help="a second wlower binary measured alongside")
     ap.add_argument("--base-module", default=None, help="a module dir of the same model compiled by another build")
     ap.add_argument("--work", default="/tmp/wlower-bench-attn")
+    ap.add_argument("--precisions", default="fp32", help="comma-separated --host-precision values, one module each")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     start_load = load()
@@ -98,13 +102,15 @@ def main():
     if not os.path.exists(os.path.join(ref, "o.npy")):
         sh([os.path.abspath(a.wlower), "run", model, "--output-dir", ref] + inargs)
     mods = {}
-    builds = [("wlower", a.wlower, None)] + ([("base", a.base, None)] if a.base else []) + \
-        ([("base-module", a.wlower, a.base_module)] if a.base_module else [])
-    for label, wl, prebuilt in builds:
+    precs = [p for p in a.precisions.split(",") if p]
+    builds = [("wlower" if p == "fp32" else "wlower " + p, a.wlower, None, p) for p in precs] + \
+        ([("base", a.base, None, "fp32")] if a.base else []) + \
+        ([("base-module", a.wlower, a.base_module, "fp32")] if a.base_module else [])
+    for label, wl, prebuilt, prec in builds:
         wl = os.path.abspath(wl)
-        d = prebuilt or os.path.join(a.work, "mod_" + label)
+        d = prebuilt or os.path.join(a.work, "mod_" + label.replace(" ", "_"))
         if not prebuilt:
-            sh([wl, model, "--target", "host", "-o", d])
+            sh([wl, model, "--target", "host", "-o", d] + (["--host-precision", prec] if prec != "fp32" else []))
         sh([wl, "run", d, "--threads", str(a.threads), "--output-dir", d + "_out"] + inargs)
         r, g = np.load(os.path.join(ref, "o.npy")).astype(np.float64), np.load(os.path.join(d + "_out", "o.npy")).astype(np.float64)
         mse = float(np.mean((r - g) ** 2))

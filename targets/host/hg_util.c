@@ -112,6 +112,29 @@ LLVMValueRef hg_intrinsic(HostGen *g, const char *name, LLVMTypeRef ty, LLVMValu
 	return intr(g, name, &ty, 1, args, nargs);
 }
 
+/* a non-overloaded target intrinsic (llvm.x86.*) by name */
+LLVMValueRef hg_x86(HostGen *g, const char *name, LLVMValueRef *args, int nargs)
+{
+	return intr(g, name, NULL, 0, args, nargs);
+}
+
+LLVMTypeRef hg_t_bf16(HostGen *g, unsigned lanes)
+{
+	LLVMTypeRef t = LLVMBFloatTypeInContext(g->ctx);
+	return lanes ? LLVMVectorType(t, lanes) : t;
+}
+
+LLVMValueRef hg_to_bf16(HostGen *g, LLVMValueRef v)
+{
+	return hg_x86(g, "llvm.x86.avx512bf16.cvtneps2bf16.512", &v, 1);
+}
+
+LLVMValueRef hg_dpbf16(HostGen *g, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b)
+{
+	LLVMValueRef args[3] = {acc, a, b};
+	return hg_x86(g, "llvm.x86.avx512bf16.dpbf16ps.512", args, 3);
+}
+
 LLVMValueRef hg_vload_n(HostGen *g, LLVMValueRef p, LLVMValueRef i, LLVMValueRef n)
 {
 	LLVMTypeRef tys[2] = {g->t_vf, g->t_ptr};

@@ -156,6 +156,17 @@ LLVMValueRef hg_silu(HostGen *g, LLVMValueRef x);  /* x / (1 + exp(-x)) */
 /* any overloaded intrinsic on one type: hg_intrinsic(g, "llvm.fabs", ty, args, 1) */
 LLVMValueRef hg_intrinsic(HostGen *g, const char *name, LLVMTypeRef ty, LLVMValueRef *args, int nargs);
 
+/* AVX512-BF16 (--host-precision bf16; only when g->bf16, vw 16):
+ *   hg_x86      a non-overloaded target intrinsic (llvm.x86.*) by name
+ *   hg_t_bf16   bfloat (lanes 0) or <lanes x bfloat>
+ *   hg_to_bf16  <16 x float> → <16 x bfloat>, round to nearest even (vcvtneps2bf16)
+ *   hg_dpbf16   acc[i] += a[2i]·b[2i] + a[2i+1]·b[2i+1] (vdpbf16ps): acc <16 x float>,
+ *               a, b <32 x bfloat>; a k pair is one 32-bit lane (low half: even k) */
+LLVMValueRef hg_x86(HostGen *g, const char *name, LLVMValueRef *args, int nargs);
+LLVMTypeRef hg_t_bf16(HostGen *g, unsigned lanes);
+LLVMValueRef hg_to_bf16(HostGen *g, LLVMValueRef v);
+LLVMValueRef hg_dpbf16(HostGen *g, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b);
+
 /* counted loop: for (iv = start; iv < end; iv += step), i64, step > 0.
  *   HgLoop l; LLVMValueRef i = hg_loop_begin(g, &l, start, end, step, "i");
  *   LLVMValueRef acc = hg_loop_carry(g, &l, init);   // loop-carried (phi)

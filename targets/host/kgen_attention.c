@@ -90,6 +90,8 @@ typedef struct Attn {
 	bool dec;   /* the decode path (emit_decode): static_cache, T <= DEC_MAXT */
 	bool xdec;  /* ... WhisperAttention over constant K/V (cross-attention in a step):
 	             * K/V [B, H, S, hd] read in place as the "cache", no new rows */
+	bool bf;    /* --host-precision bf16 on the tiled path: Kt, Vp, Q and P in bf16,
+	             * Q·Kᵀ and P·V by vdpbf16ps (see "bf16" in the header) */
 	/* tiling */
 	int64_t Br, Bc, Kw, Lp, hdp, nrt, nqb, pvc;
 	uint64_t off_kt, off_vp, off_bias, scratch;
@@ -117,6 +119,7 @@ static void attn_tiling(HostGen *g, Attn *a)
 	a->xdec = !a->stat && a->bhsd && a->T <= DEC_MAXT && a->P == 0 && a->a_prk < 0 && a->a_prv < 0 &&
 	          a->a_mask < 0 && !a->causal && !a->fp16 && !a->rope && a->H == a->Hkv;
 	a->dec = (a->stat && a->T <= DEC_MAXT) || a->xdec;
+	a->bf = g->bf16 && g->avx512 && vw == 16 && !a->dec && !a->fp16 && a->hd % 2 == 0;
 	a->Br = a->T < 8 ? a->T : 8;
 	if (!g->avx512 && a->Br > 4)
 		a->Br = 4;
@@ -442,6 +445,38 @@ static LLVMValueRef kt_index(HostGen *g, const Attn *a, LLVMValueRef j, LLVMValu
 	return add(g, add(g, mul(g, blk, ci(g, a->hd * a->Kw)), mul(g, e, ci(g, a->Kw))), jr);
 }
 
+/* bf16 (a->bf): the same panels with the float elements as bf16 (rounded to
+ * nearest even) in pairs, a pair being one 32-bit lane of vdpbf16ps (low
+ * half: the even index):
+ *   Kt [Lp/Kw][hd/2][Kw][2]  per panel and head-dim pair, Kw lanes of
+ *                            (k[j][2p], k[j][2p+1])
+ *   Vp [Lp/2][hdp][2]        per key pair, hdp lanes of (v[2q][e], v[2q+1][e])
+ * (Lp is a multiple of Bc, so of 2). */
+static void put_k(HostGen *g, const Attn *a, LLVMValueRef kt, LLVMValueRef j, LLVMValueRef e, LLVMValueRef x)
+{
+	if (!a->bf) {
+		hg_store(g, x, kt, kt_index(g, a, j, e));
+		return;
+	}
+	LLVMValueRef blk = LLVMBuildSDiv(g->b, j, ci(g, a->Kw), "");
+	LLVMValueRef jr = LLVMBuildSRem(g->b, j, ci(g, a->Kw), "");
+	LLVMValueRef ep = LLVMBuildAShr(g->b, e, ci(g, 1), ""), eo = LLVMBuildAnd(g->b, e, ci(g, 1), "");
+	LLVMValueRef i = add(g, add(g, mul(g, blk, ci(g, a->hd * a->Kw)), mul(g, ep, ci(g, 2 * a->Kw))),
+	                     add(g, mul(g, jr, ci(g, 2)), eo));
+	hg_store(g, LLVMBuildFPTrunc(g->b, x, hg_t_bf16(g, 0), "kbf"), kt, i);
+}
+
+static void put_v(HostGen *g, const Attn *a, LLVMValueRef vp, LLVMValueRef j, LLVMValueRef e, LLVMValueRef x)
+{
+	if (!a->bf) {
+		hg_store(g, x, vp, add(g, mul(g, j, ci(g, a->hdp)), e));
+		return;
+	}
+	LLVMValueRef jp = LLVMBuildAShr(g->b, j, ci(g, 1), ""), jo = LLVMBuildAnd(g->b, j, ci(g, 1), "");
+	LLVMValueRef i = add(g, add(g, mul(g, jp, ci(g, 2 * a->hdp)), mul(g, e, ci(g, 2))), jo);
+	hg_store(g, LLVMBuildFPTrunc(g->b, x, hg_t_bf16(g, 0), "vbf"), vp, i);
+}
+
 static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef *caps)
 {
 	HgPar par;
@@ -469,11 +504,11 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 			hg_store(g, kval, prk, add(g, mul(g, (PJ), ci(g, a->hd)), e));             \
 		if (prv && (PJ))                                                                   \
 			hg_store(g, vval, prv, add(g, mul(g, (PJ), ci(g, a->hd)), e));             \
-		hg_store(g, kval, kt, kt_index(g, a, (J), e));                                     \
-		hg_store(g, vval, vp, add(g, mul(g, (J), ci(g, a->hdp)), e));                      \
+		put_k(g, a, kt, (J), e, kval);                                                     \
+		put_v(g, a, vp, (J), e, vval);                                                     \
 		hg_loop_end(g, &le);                                                               \
 		for (int64_t ee = a->hd; ee < a->hdp; ee++)                                        \
-			hg_store(g, zero, vp, add(g, mul(g, (J), ci(g, a->hdp)), ci(g, ee)));      \
+			put_v(g, a, vp, (J), ci(g, ee), zero);                                     \
 	} while (0)
 
 	if (a->P > 0) {
@@ -505,11 +540,11 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 		LLVMValueRef j = hg_loop_begin(g, &lj, add(g, nv, ci(g, a->S)), pend, 1, "jz");
 		HgLoop le;
 		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "ez");
-		hg_store(g, zero, kt, kt_index(g, a, j, e));
+		put_k(g, a, kt, j, e, zero);
 		hg_loop_end(g, &le);
 		HgLoop le2;
 		LLVMValueRef e2 = hg_loop_begin(g, &le2, ci(g, 0), ci(g, a->hdp), 1, "ez2");
-		hg_store(g, zero, vp, add(g, mul(g, j, ci(g, a->hdp)), e2));
+		put_v(g, a, vp, j, e2, zero);
 		hg_loop_end(g, &le2);
 		hg_loop_end(g, &lj);
 	}
@@ -552,6 +587,30 @@ static LLVMValueRef vmax(HostGen *g, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, a, b, ""), a, b, "");
 }
 
+/* The products' operands in 32-bit units: float, or (a->bf) a pair of bf16.
+ * ld32: the vector at p[i]; bc32: p[i] broadcast to every lane; madd: acc +
+ * x·y lane-wise (fma), or acc + the pairs' dot product per lane (vdpbf16ps). */
+static LLVMValueRef ld32(HostGen *g, const Attn *a, LLVMValueRef p, LLVMValueRef i)
+{
+	if (!a->bf)
+		return hg_vload(g, p, i);
+	LLVMValueRef v = LLVMBuildLoad2(g->b, hg_t_bf16(g, 32), hg_gep(g, g->t_i32, p, i), "bfl");
+	LLVMSetAlignment(v, 4);
+	return v;
+}
+
+static LLVMValueRef bc32(HostGen *g, const Attn *a, LLVMValueRef p, LLVMValueRef i)
+{
+	if (!a->bf)
+		return hg_vbroadcast(g, p, i);
+	return LLVMBuildBitCast(g->b, hg_vsplat(g, hg_load(g, g->t_i32, p, i)), hg_t_bf16(g, 32), "bfb");
+}
+
+static LLVMValueRef madd(HostGen *g, const Attn *a, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef y)
+{
+	return a->bf ? hg_dpbf16(g, acc, x, y) : hg_fma(g, x, y, acc);
+}
+
 static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef *caps)
 {
 	const int64_t vw = g->vw, Br = a->Br, Bc = a->Bc, NCB = Bc / vw, NC = a->Kw / vw, NV = a->hdp / vw;
@@ -562,11 +621,15 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	LLVMValueRef *c = par.cap;
 	/* the task's Rt = nrt·Br query rows: queries, O, running max m and
 	 * lane-wise running sum l per row; P: one row tile's probabilities */
-	LLVMValueRef Qa = hg_alloca(g, g->t_f32, Rt * a->hd, 64, "qtile");
+	/* steps of the two products: bf16 takes pairs (of head-dim elements, of keys) */
+	const int64_t ksteps = a->bf ? a->hd / 2 : a->hd, vsteps = a->bf ? Bc / 2 : Bc;
+	LLVMTypeRef qty = a->bf ? hg_t_bf16(g, 0) : g->t_f32;
+	LLVMValueRef Qa = hg_alloca(g, qty, Rt * a->hd, 64, "qtile");
 	LLVMValueRef Oa = hg_alloca(g, g->t_f32, Rt * a->hdp, 64, "otile");
 	LLVMValueRef Ma = hg_alloca(g, g->t_f32, Rt, 64, "mtile");
 	LLVMValueRef La = hg_alloca(g, g->t_f32, Rt * vw, 64, "ltile");
 	LLVMValueRef Ps = hg_alloca(g, g->t_f32, Br * Bc, 64, "ptile");
+	LLVMValueRef Pb = a->bf ? hg_alloca(g, hg_t_bf16(g, 0), Br * Bc, 64, "pbtile") : NULL;
 	LLVMValueRef zero = hg_f32(g, 0.0f), vzero = hg_vconst(g, 0.0f);
 
 	HgLoop lt;
@@ -598,6 +661,8 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		LLVMValueRef x = row_elem(g, a, src, e, a->rope, c[C_COS], c[C_SIN], crow);
 		x = LLVMBuildFMul(g->b, x, hg_f32(g, a->scale), "");
 		x = LLVMBuildSelect(g->b, valid, x, zero, "");
+		if (a->bf)
+			x = LLVMBuildFPTrunc(g->b, x, qty, "qbf");
 		hg_store(g, x, Qa, add(g, qrow, e));
 		hg_loop_end(g, &le);
 		for (int64_t v = 0; v < NV; v++)
@@ -643,7 +708,7 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	HgIf fl;
 	hg_if_begin(g, &fl, live);
 	LLVMValueRef ri = mul(g, rt, ci(g, Br));
-	LLVMValueRef Qs = hg_gepf(g, Qa, mul(g, ri, ci(g, a->hd)));
+	LLVMValueRef Qs = hg_gep(g, qty, Qa, mul(g, ri, ci(g, a->hd)));
 	LLVMValueRef Os = hg_gepf(g, Oa, mul(g, ri, ci(g, a->hdp)));
 	LLVMValueRef Ms = hg_gepf(g, Ma, ri);
 	LLVMValueRef Ls = hg_gepf(g, La, mul(g, ri, ci(g, vw)));
@@ -651,21 +716,23 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	/* S = Q Kᵀ into the Br x Bc tile Ps: Bc/Kw register tiles of Br x Kw, each
 	 * a broadcast-FMA micro-kernel over the head dimension on one Kt panel */
 	for (int64_t c0 = 0; c0 < NCB; c0 += NC) {
+		/* per step e of the head dimension (bf16: per pair), the panel's row
+		 * e against each row's q (pair) broadcast */
 		HgLoop le;
-		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "e");
+		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, ksteps), 1, "e");
 		LLVMValueRef acc[MAXBR][MAXNC];
 		for (int64_t i = 0; i < Br; i++)
 			for (int64_t cc = 0; cc < NC; cc++)
 				acc[i][cc] = hg_loop_carry(g, &le, vzero);
 		/* kt_index(j0 + c0·vw, e): panel (j0 + c0·vw)/Kw, row e */
-		LLVMValueRef krow = add(g, mul(g, add(g, j0, ci(g, c0 * vw)), ci(g, a->hd)), mul(g, e, ci(g, a->Kw)));
+		LLVMValueRef krow = add(g, mul(g, add(g, j0, ci(g, c0 * vw)), ci(g, ksteps)), mul(g, e, ci(g, a->Kw)));
 		LLVMValueRef kv[MAXNC];
 		for (int64_t cc = 0; cc < NC; cc++)
-			kv[cc] = hg_vload(g, kt, add(g, krow, ci(g, cc * vw)));
+			kv[cc] = ld32(g, a, kt, add(g, krow, ci(g, cc * vw)));
 		for (int64_t i = 0; i < Br; i++) {
-			LLVMValueRef qv = hg_vbroadcast(g, Qs, add(g, ci(g, i * a->hd), e));
+			LLVMValueRef qv = bc32(g, a, Qs, add(g, ci(g, i * ksteps), e));
 			for (int64_t cc = 0; cc < NC; cc++)
-				hg_loop_next(g, &le, acc[i][cc], hg_fma(g, qv, kv[cc], acc[i][cc]));
+				hg_loop_next(g, &le, acc[i][cc], madd(g, a, acc[i][cc], qv, kv[cc]));
 		}
 		hg_loop_end(g, &le);
 		for (int64_t i = 0; i < Br; i++)
@@ -699,7 +766,12 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		LLVMValueRef mv = hg_vsplat(g, mnew[i]), psum = NULL;
 		for (int64_t cc = 0; cc < NCB; cc++) {
 			LLVMValueRef p = hg_exp(g, LLVMBuildFSub(g->b, s[i][cc], mv, ""));
-			hg_vstore(g, p, Ps, ci(g, i * Bc + cc * vw));
+			if (a->bf) {
+				LLVMValueRef st = LLVMBuildStore(g->b, hg_to_bf16(g, p), hg_gep(g, hg_t_bf16(g, 0), Pb, ci(g, i * Bc + cc * vw)));
+				LLVMSetAlignment(st, 2);
+			} else {
+				hg_vstore(g, p, Ps, ci(g, i * Bc + cc * vw));
+			}
 			psum = psum ? LLVMBuildFAdd(g->b, psum, p, "") : p;
 		}
 		LLVMValueRef lold = hg_vload(g, Ls, ci(g, i * vw));
@@ -715,20 +787,22 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 			for (int64_t cv = 0; cv < nvec; cv++)
 				oinit[i][cv] = LLVMBuildFMul(g->b, hg_vload(g, Os, ci(g, i * a->hdp + (v0 + cv) * vw)),
 				                             hg_vsplat(g, alpha[i]), "");
+		/* per key (bf16: per key pair), Vp's row (hdp lanes of v pairs)
+		 * against each row's p (pair) broadcast */
 		HgLoop lk;
-		LLVMValueRef jj = hg_loop_begin(g, &lk, ci(g, 0), ci(g, Bc), 1, "jj");
+		LLVMValueRef jj = hg_loop_begin(g, &lk, ci(g, 0), ci(g, vsteps), 1, "jj");
 		LLVMValueRef o[MAXBR][4];
 		for (int64_t i = 0; i < Br; i++)
 			for (int64_t cv = 0; cv < nvec; cv++)
 				o[i][cv] = hg_loop_carry(g, &lk, oinit[i][cv]);
-		LLVMValueRef vrow = mul(g, add(g, j0, jj), ci(g, a->hdp));
+		LLVMValueRef vrow = mul(g, add(g, LLVMBuildSDiv(g->b, j0, ci(g, Bc / vsteps), ""), jj), ci(g, a->hdp));
 		LLVMValueRef vv[4];
 		for (int64_t cv = 0; cv < nvec; cv++)
-			vv[cv] = hg_vload(g, vp, add(g, vrow, ci(g, (v0 + cv) * vw)));
+			vv[cv] = ld32(g, a, vp, add(g, vrow, ci(g, (v0 + cv) * vw)));
 		for (int64_t i = 0; i < Br; i++) {
-			LLVMValueRef pv = hg_vbroadcast(g, Ps, add(g, ci(g, i * Bc), jj));
+			LLVMValueRef pv = bc32(g, a, a->bf ? Pb : Ps, add(g, ci(g, i * vsteps), jj));
 			for (int64_t cv = 0; cv < nvec; cv++)
-				hg_loop_next(g, &lk, o[i][cv], hg_fma(g, pv, vv[cv], o[i][cv]));
+				hg_loop_next(g, &lk, o[i][cv], madd(g, a, o[i][cv], pv, vv[cv]));
 		}
 		hg_loop_end(g, &lk);
 		for (int64_t i = 0; i < Br; i++)

@@ -559,19 +559,6 @@ static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
  * lane i in float. The panel holds per k pair NR such lanes (dequantized
  * weights rounded to nearest even), the M block of A is converted once per
  * block into a bf16 copy (zero past K). */
-static LLVMValueRef x86_call(HostGen *g, const char *name, LLVMValueRef *args, int nargs)
-{
-	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-	if (!id)
-		wl_die(__FILE__, __LINE__, "unknown intrinsic %s", name);
-	return LLVMBuildCall2(g->b, LLVMIntrinsicGetType(g->ctx, id, NULL, 0), LLVMGetIntrinsicDeclaration(g->mod, id, NULL, 0),
-	                      args, (unsigned)nargs, "");
-}
-
-static LLVMValueRef to_bf16(HostGen *g, LLVMValueRef v)
-{
-	return x86_call(g, "llvm.x86.avx512bf16.cvtneps2bf16.512", &v, 1);
-}
 
 /* <32 x bfloat>: lane i = (lo[i], hi[i]) */
 static LLVMValueRef bf16_pairs(HostGen *g, LLVMValueRef lo, LLVMValueRef hi)
@@ -581,14 +568,13 @@ static LLVMValueRef bf16_pairs(HostGen *g, LLVMValueRef lo, LLVMValueRef hi)
 		e[2 * i] = LLVMConstInt(g->t_i32, (unsigned)i, 0);
 		e[2 * i + 1] = LLVMConstInt(g->t_i32, (unsigned)(16 + i), 0);
 	}
-	return LLVMBuildShuffleVector(g->b, to_bf16(g, lo), to_bf16(g, hi), LLVMConstVector(e, 32), "bfp");
+	return LLVMBuildShuffleVector(g->b, hg_to_bf16(g, lo), hg_to_bf16(g, hi), LLVMConstVector(e, 32), "bfp");
 }
 
 /* Ab[r, 0 .. KA) = bf16(A[mlo + r, 0 .. K)), 0 past K, for r < mhi − mlo */
 static void pack_a_bf16(HostGen *g, MM *mm, LLVMValueRef mlo, LLVMValueRef mhi)
 {
 	LLVMBuilderRef b = g->b;
-	LLVMTypeRef vbf = LLVMVectorType(LLVMBFloatTypeInContext(g->ctx), 16);
 	HgLoop lr;
 	LLVMValueRef r = hg_loop_begin(g, &lr, hg_i64(g, 0), LLVMBuildSub(b, mhi, mlo, ""), 1, "ar");
 	LLVMValueRef src = hg_gepf(g, mm->A, LLVMBuildMul(b, LLVMBuildAdd(b, mlo, r, ""), hg_i64(g, mm->K), ""));
@@ -601,10 +587,9 @@ static void pack_a_bf16(HostGen *g, MM *mm, LLVMValueRef mlo, LLVMValueRef mhi)
 		HgLoop lk;
 		LLVMValueRef k = hg_loop_begin(g, &lk, hg_i64(g, lo), hg_i64(g, hi), 16, "ak");
 		LLVMValueRef v = part ? hg_vload_n(g, src, k, hg_i64(g, mm->K - full)) : hg_vload(g, src, k);
-		LLVMValueRef st = LLVMBuildStore(b, to_bf16(g, v),
-		                                 hg_gep(g, LLVMBFloatTypeInContext(g->ctx), mm->Ab, LLVMBuildAdd(b, dst, k, "")));
+		LLVMValueRef st = LLVMBuildStore(b, hg_to_bf16(g, v),
+		                                 hg_gep(g, hg_t_bf16(g, 0), mm->Ab, LLVMBuildAdd(b, dst, k, "")));
 		LLVMSetAlignment(st, 32);
-		(void)vbf;
 		hg_loop_end(g, &lk);
 	}
 	hg_loop_end(g, &lr);
@@ -616,7 +601,7 @@ static void panel_tile_bf16(HostGen *g, MM *mm, LLVMValueRef m0, LLVMValueRef ml
 {
 	LLVMBuilderRef b = g->b;
 	int NV = mm->NV;
-	LLVMTypeRef v32bf = LLVMVectorType(LLVMBFloatTypeInContext(g->ctx), 32);
+	LLVMTypeRef v32bf = hg_t_bf16(g, 32);
 	/* A pairs as i32: row (m0 − mlo + i), pair kc0/2 + p */
 	LLVMValueRef abase = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildSub(b, m0, mlo, ""), hg_i64(g, mm->KA / 2), ""),
 	                                  hg_i64(g, kc0 / 2), "");
@@ -636,10 +621,8 @@ static void panel_tile_bf16(HostGen *g, MM *mm, LLVMValueRef m0, LLVMValueRef ml
 		LLVMValueRef ai = LLVMBuildAdd(b, abase, LLVMBuildAdd(b, p, hg_i64(g, (int64_t)i * (mm->KA / 2)), ""), "");
 		LLVMValueRef a = hg_load(g, g->t_i32, mm->Ab, ai);
 		LLVMValueRef av = LLVMBuildBitCast(b, hg_vsplat(g, a), v32bf, "ab");
-		for (int h = 0; h < NV; h++) {
-			LLVMValueRef args[3] = {acc[i][h], av, w[h]};
-			hg_loop_next(g, &lk, acc[i][h], x86_call(g, "llvm.x86.avx512bf16.dpbf16ps.512", args, 3));
-		}
+		for (int h = 0; h < NV; h++)
+			hg_loop_next(g, &lk, acc[i][h], hg_dpbf16(g, acc[i][h], av, w[h]));
 	}
 	hg_loop_end(g, &lk);
 	epilogue_ex(g, mm, t, m0, mr, acc, kc0 == 0, kc0 + kcl >= mm->K);
@@ -754,7 +737,7 @@ static int emit_panels(HostGen *g, MM *mm, LLVMValueRef fn)
 	LLVMValueRef curmc = NULL;
 	if (mm->bf16) {
 		mm->KA = (mm->K + 15) / 16 * 16;
-		mm->Ab = hg_alloca(g, LLVMBFloatTypeInContext(g->ctx), mm->MC * mm->KA, 64, "abf16");
+		mm->Ab = hg_alloca(g, hg_t_bf16(g, 0), mm->MC * mm->KA, 64, "abf16");
 		curmc = hg_alloca(g, g->t_i64, 1, 8, "curmc");
 		LLVMBuildStore(b, hg_i64(g, -1), curmc);
 	}

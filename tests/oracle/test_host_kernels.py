@@ -20,6 +20,7 @@ import sys
 import numpy as np
 
 PSNR_MIN = 90.0
+PSNR_BF16 = 50.0   # --host-precision bf16: q, k, v and the probabilities rounded to bf16 (8-bit mantissa)
 
 
 def psnr(ref, got):
@@ -226,7 +227,31 @@ def cases(rng):
     ]
 
 
-def run_case(wl, work, name, text, feeds, reps=0, threads=None, cpu=None):
+def bf16_cases(rng):
+    """--host-precision bf16 (kgen_attention.c "bf16": Q·Kᵀ and P·V by
+    vdpbf16ps on bf16 panels) on the tiled path: one and several key blocks,
+    the causal diagonal, past rows, bhsd K/V, GQA with RoPE and a static
+    cache; an odd head dimension and the decode path stay float (PSNR_MIN)."""
+    return [
+        (whisper_attn("bf16_self", rng=rng), PSNR_BF16),
+        (whisper_attn("bf16_hd64", T=70, S=70, H=3, hd=64, rng=rng), PSNR_BF16),
+        (whisper_attn("bf16_causal_blocks", T=141, S=141, H=2, hd=64, causal=1, rng=rng), PSNR_BF16),
+        (whisper_attn("bf16_cross", T=9, S=50, bhsd=True, rng=rng), PSNR_BF16),
+        (whisper_attn("bf16_past_t4", T=4, S=4, P=7, causal=1, rng=rng), PSNR_BF16),
+        (whisper_attn("bf16_hd6", T=11, S=13, H=3, hd=6, rng=rng), PSNR_BF16),
+        (gqa("bf16_gqa_prefill", rng=rng), PSNR_BF16),
+        (gqa_static("bf16_gqa_static_tiled_t6", T=6, nv=(9,), hd=16, P=24, rng=rng), PSNR_BF16),
+        (whisper_attn("bf16_odd_hd_float", T=11, S=13, H=3, hd=5, rng=rng), PSNR_MIN),
+        (whisper_attn("bf16_xdec_float", T=1, S=70, H=2, hd=16, bhsd=True, rng=rng), PSNR_MIN),
+    ]
+
+
+def cpu_flag(f):
+    with open("/proc/cpuinfo") as fh:
+        return any(l.startswith("flags") and f in l.split() for l in fh)
+
+
+def run_case(wl, work, name, text, feeds, reps=0, threads=None, cpu=None, flags=(), psnr_min=PSNR_MIN):
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     model = os.path.join(d, "model.onnxtxt")
@@ -244,7 +269,7 @@ def run_case(wl, work, name, text, feeds, reps=0, threads=None, cpu=None):
         return False, "reference: " + r.stderr.strip()[-300:], None
     ref_ms = r.stdout.strip()
     mod = os.path.join(d, "mod")
-    r = sh([wl, model, "--target", "host", "-o", mod] + (["--cpu", cpu] if cpu else []))
+    r = sh([wl, model, "--target", "host", "-o", mod] + (["--cpu", cpu] if cpu else []) + list(flags))
     if r.returncode:
         return False, "compile: " + r.stderr.strip()[-300:], None
     r = sh([wl, "run", mod, "--output-dir", os.path.join(d, "host")] + inargs + extra + thr)
@@ -258,7 +283,7 @@ def run_case(wl, work, name, text, feeds, reps=0, threads=None, cpu=None):
         b = np.load(os.path.join(d, "host", f))
         p, why = psnr(a, b)
         msgs.append("%s psnr %.1f (%s)" % (f, p, why))
-        ok = ok and p >= PSNR_MIN
+        ok = ok and p >= psnr_min
     return ok, "; ".join(msgs), (ref_ms, host_ms)
 
 
@@ -354,6 +379,17 @@ def main():
         ok, msg, _ = run_case(a.wlower, a.work, name, text, feeds, cpu=a.cpu)
         print("%s: %s: %s" % ("PASS" if ok else "FAIL", name, msg))
         fails += not ok
+    bf16 = bf16_cases(np.random.default_rng(11))
+    if a.cpu is None and not cpu_flag("avx512_bf16"):
+        print("NOTE: %d --host-precision bf16 cases not run: this CPU has no AVX512-BF16 "
+              "(tests/lit/host_matmul.onnxtxt checks the refusal)" % len(bf16))
+    elif a.cpu is None:
+        for (name, text, feeds), pmin in bf16:
+            if only and name not in only:
+                continue
+            ok, msg, _ = run_case(a.wlower, a.work, name, text, feeds, flags=["--host-precision", "bf16"], psnr_min=pmin)
+            print("%s: %s (bf16, >= %.0f dB): %s" % ("PASS" if ok else "FAIL", name, pmin, msg))
+            fails += not ok
     print("host kernels: %d failed" % fails)
     return 1 if fails else 0
 
