@@ -55,6 +55,14 @@
  *
  * Scratch: Kt, Vp and bias (O(L·hd) per KV head), never O(T·L).
  *
+ * bf16 (--host-precision bf16, AVX512-BF16; the tiled path with an even head
+ * dimension, not fp16: Attn.bf): Kt and Vp hold bf16 pairs (put_k / put_v),
+ * the query tile is bf16 and p is rounded into a bf16 tile Pb after the float
+ * exp; Q·Kᵀ steps over head-dimension pairs and P·V over key pairs, each a
+ * 32-bit broadcast of a pair into vdpbf16ps (ld32 / bc32 / madd), half the
+ * steps of the float micro-kernels with the same register tiles. The scores,
+ * the softmax and O stay float; l sums the float p.
+ *
  * GroupQueryAttention static_cache = 1 (the LLM pipeline's step and
  * prefill): past_k/past_v are the static caches of P = max_seq rows. Before
  * the phases, nv = 1 + the last cache row with attention_mask 1 is found
