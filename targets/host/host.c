@@ -891,7 +891,7 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	cJSON_AddNumberToObject(cj, "l2", (double)hcpu.l2);
 	cJSON_AddNumberToObject(cj, "l3", (double)hcpu.l3);
 	cJSON_AddStringToObject(cj, "source", hcpu.cache_source);
-	/* the blocking of each 4-bit MatMulNBits (docs/host-contracts.md) */
+	/* the blocking of each MatMulNBits on the panel path (docs/host-contracts.md) */
 	cJSON *bj = cJSON_AddArrayToObject(pr, "matmul_blocking");
 	FOR_NODES(m->graph, n) {
 		if (n->op != OP_WlMatMulNBits || !node_attr(n, "host_mr"))
@@ -907,6 +907,7 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 		cJSON_AddNumberToObject(e, "mc", (double)attr_int(n, "host_mc", 0));
 		cJSON_AddNumberToObject(e, "kc", (double)attr_int(n, "host_kc", 0));
 		cJSON_AddStringToObject(e, "how", hows[how >= 0 && how < 4 ? how : 0]);
+		cJSON_AddStringToObject(e, "weights", attr_int(n, "host_bf16w", 0) ? "bf16" : attr_int(n, "bits", 4) == 4 ? "4-bit" : "float");
 		const Attr *ms = node_attr(n, "host_tune_ms");
 		if (ms && ms->f > 0)
 			cJSON_AddNumberToObject(e, "tuned_ms", (double)(int64_t)(ms->f * 1e4 + 0.5) / 1e4);

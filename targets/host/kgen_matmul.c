@@ -42,6 +42,8 @@
 
 
 #define MAXSPLIT 24
+/* bf16 panels from float weights: K cache blocks are multiples of this */
+#define BF16W_KC 32
 
 typedef struct MM {
 	const Node *n;
@@ -52,6 +54,7 @@ typedef struct MM {
 	int NR, NV, MR;
 	int64_t MC, KC;          /* panel path: rows per M block, k per cache block (0: in-register path) */
 	bool bf16;               /* panel path: --host-precision bf16 (vdpbf16ps on bf16 panels) */
+	bool bf16w;              /* bits 32 repacked at compile time into bf16 panels (host_bf16w) */
 	LLVMValueRef Ab;         /* bf16: the M block of A as bf16, rows of KA */
 	int64_t KA;              /* bf16: A row stride in bf16 (K rounded up to 16) */
 	bool packed, has_tail, has_bias;
@@ -132,12 +135,14 @@ static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
 	mm->NV = (int)attr_int(n, "host_nv", bl.nv);
 	mm->MC = attr_int(n, "host_mc", 0);
 	mm->KC = attr_int(n, "host_kc", 0);
+	mm->bf16w = mm->bits == 32 && attr_int(n, "host_bf16w", 0) != 0;
+	int64_t kgran = mm->bf16w ? BF16W_KC : mm->block;   /* KC < K: a multiple of this */
 	if (mm->MR < 1 || mm->MR > 16 || mm->NV < 1 || mm->NV > 4 || mm->MC < 0 || mm->KC < 0 ||
-	    (mm->MC && (mm->MC % mm->MR || mm->KC <= 0 || mm->bits != 4 || (mm->KC < mm->K && mm->KC % mm->block))))
+	    (mm->MC && (mm->MC % mm->MR || mm->KC <= 0 || (mm->bits != 4 && !mm->bf16w) || (mm->KC < mm->K && mm->KC % kgran))))
 		return diag_fail(d, "%s: node '%s': MatMulNBits: bad host blocking (mr %d, nv %d, mc %lld, kc %lld)",
 		                 hg_model_name(g), n->name, mm->MR, mm->NV, (long long)mm->MC, (long long)mm->KC);
 	mm->NR = mm->NV * g->vw;
-	mm->bf16 = g->bf16 && mm->bits == 4;
+	mm->bf16 = g->bf16 && (mm->bits == 4 || mm->bf16w);
 	for (int i = 0; i < mm->nsplit; i++) {
 		mm->tstart[i] = mm->T;
 		mm->T += (mm->slen[i] + mm->NR - 1) / mm->NR;
@@ -222,6 +227,86 @@ static void fuse_epilogue(Node *n)
 	node_add_input(n, r);
 }
 
+static void blocking_for(HostGen *g, int mr, int nv, int mcmul, int64_t M, int64_t K, int64_t block, bool full_k,
+                         HgBlocking *bl);
+
+/* IEEE binary32 → bfloat16, round to nearest even (as vcvtneps2bf16 for
+ * finite values; a NaN stays a quiet NaN) */
+static uint16_t bf16_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40);
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+/* --host-precision bf16 on float weights (bits 32, W a constant [K, N]): when
+ * M takes the panel path, W is rounded once, here, into the bf16 panels the
+ * 4-bit path dequantizes into at run time (panel t, k pair p: NR lanes of
+ * (W[2p][n], W[2p+1][n]), zero past K and N; uint16 in weights.bin, half the
+ * float bytes) and the bias is padded per panel; the kernel then runs
+ * panel_tile_bf16 straight on them. Small M (the in-register path) and a
+ * weight that is not a constant stay float. Blocking: the model's (KC a
+ * multiple of BF16W_KC), or WLOWER_HOST_MM_BLOCKING. */
+static int pack_float_bf16(HostGen *g, Node *n, Diag *d)
+{
+	MM mm;
+	if (mm_read(g, n, &mm, d) != WL_OK)   /* again: the epilogue fusion may have added a residual */
+		return WL_ERR;
+	const Value *B = n->inputs[1], *bias = mm.has_bias ? n->inputs[4] : NULL;
+	if (!B->init || B->init->dtype != DT_FLOAT || tensor_numel(B->init) != mm.K * mm.N)
+		return WL_OK;
+	if (bias && (!bias->init || bias->init->dtype != DT_FLOAT || tensor_numel(bias->init) != mm.N))
+		return WL_OK;
+	HgBlocking bl;
+	const char *force = getenv("WLOWER_HOST_MM_BLOCKING");
+	if (force && *force) {
+		if (hg_mm_blocking(g, n, mm.M, mm.K, mm.N, BF16W_KC, mm.has_res, &bl, d) != WL_OK)
+			return WL_ERR;
+	} else {
+		memset(&bl, 0, sizeof bl);
+		blocking_for(g, g->avx512 ? 12 : 6, 2, 1, mm.M, mm.K, BF16W_KC, mm.has_res, &bl);
+		bl.how = "model";
+	}
+	if (bl.mc == 0 || mm.M <= bl.mr)
+		return WL_OK;
+	node_add_attr(n, "host_mr", AT_INT)->i = bl.mr;
+	node_add_attr(n, "host_nv", AT_INT)->i = bl.nv;
+	node_add_attr(n, "host_mc", AT_INT)->i = bl.mc;
+	node_add_attr(n, "host_kc", AT_INT)->i = bl.kc;
+	node_add_attr(n, "host_tune", AT_INT)->i = bl.how && !strcmp(bl.how, "forced") ? 3 : 0;
+	node_add_attr(n, "host_bf16w", AT_INT)->i = 1;
+	if (mm_read(g, n, &mm, d) != WL_OK)
+		return WL_ERR;
+	int64_t NR = mm.NR, T = mm.T, K = mm.K, KP = (K + 1) / 2;
+	Graph *gr = n->graph;
+	void *pw, *pbias = NULL;
+	Value *vw = hg_new_init(gr, "host_wbf16", DT_UINT16, T * KP * NR * 2, &pw);
+	Value *vbias = bias ? hg_new_init(gr, "host_bias", DT_FLOAT, T * NR, &pbias) : NULL;
+	uint16_t *ow = pw;
+	float *obias = pbias;
+	const void *w = B->init->data;
+	for (int s = 0; s < mm.nsplit; s++)
+		for (int64_t t = mm.tstart[s]; t < mm.tstart[s + 1]; t++)
+			for (int64_t j = 0; j < NR; j++) {
+				int64_t c = (t - mm.tstart[s]) * NR + j;
+				if (c >= mm.slen[s])
+					continue;   /* padding: zero weights and bias */
+				int64_t col = mm.soff[s] + c;
+				if (obias)
+					obias[t * NR + j] = load_f32(bias->init->data, col);
+				for (int64_t k = 0; k < K; k++)
+					ow[((t * KP + k / 2) * NR + j) * 2 + k % 2] = bf16_bits(load_f32(w, k * mm.N + col));
+			}
+	node_set_input(n, 1, vw);
+	while (n->ninputs < 5)
+		node_add_input(n, NULL);
+	node_set_input(n, 4, vbias);
+	node_add_attr(n, "host_packed", AT_INT)->i = 1;
+	return WL_OK;
+}
+
 int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 {
 	MM mm;
@@ -229,6 +314,8 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 		return WL_ERR;
 	if (mm.nsplit == 1 && !getenv("WLOWER_HOST_NO_EPILOGUE"))
 		fuse_epilogue(n);
+	if (mm.bits == 32 && g->bf16 && !mm.trans_b && !mm.packed)
+		return pack_float_bf16(g, n, d);
 	if (mm.bits != 4 || mm.packed)
 		return WL_OK;
 	/* register and cache blocking for this CPU and shape (packing follows NR) */
@@ -732,8 +819,8 @@ static int emit_panels(HostGen *g, MM *mm, LLVMValueRef fn)
 	for (int s = 0; s < mm->nsplit; s++)
 		mm->Y[s] = p.cap[6 + s];
 	int64_t KC = mm->KC < mm->K ? mm->KC : mm->K;
-	/* + one row: an odd K's last pair writes row kcl */
-	LLVMValueRef Wp = hg_alloca(g, g->t_f32, (KC + 1) * mm->NR, 64, "wpanel");
+	/* + one row: an odd K's last pair writes row kcl (bf16w: the packed panels are read in place) */
+	LLVMValueRef Wp = mm->bf16w ? NULL : hg_alloca(g, g->t_f32, (KC + 1) * mm->NR, 64, "wpanel");
 	LLVMValueRef curmc = NULL;
 	if (mm->bf16) {
 		mm->KA = (mm->K + 15) / 16 * 16;
@@ -762,7 +849,11 @@ static int emit_panels(HostGen *g, MM *mm, LLVMValueRef fn)
 	}
 	for (int64_t kc0 = 0; kc0 < mm->K; kc0 += KC) {
 		int64_t kcl = mm->K - kc0 < KC ? mm->K - kc0 : KC;
-		panel_dequant(g, mm, t, kc0, kcl, Wp);
+		if (mm->bf16w)   /* panel t, pair kc0/2: NR i32 lanes per pair */
+			Wp = hg_gep(g, g->t_i32, mm->B,
+			            LLVMBuildAdd(b, LLVMBuildMul(b, t, hg_i64(g, (mm->K + 1) / 2 * mm->NR), ""), hg_i64(g, kc0 / 2 * mm->NR), ""));
+		else
+			panel_dequant(g, mm, t, kc0, kcl, Wp);
 		HgLoop lm;
 		LLVMValueRef m0 = hg_loop_begin(g, &lm, mlo, mfull, mm->MR, "m0");
 		if (mm->bf16)
@@ -964,7 +1055,7 @@ int hg_emit_matmul_nbits(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	if (mm.bits == 4 && !mm.packed)
 		return diag_fail(d, "%s: node '%s': MatMulNBits weights were not repacked", hg_model_name(g), n->name);
 	const Value *B = n->inputs[1];
-	if (mm.bits == 32) {
+	if (mm.bits == 32 && !mm.bf16w) {
 		int64_t r0 = mm.trans_b ? mm.N : mm.K, r1 = mm.trans_b ? mm.K : mm.N;
 		int64_t bd[8];
 		int r = hg_dims(g, n, B, bd, d);
@@ -981,7 +1072,9 @@ int hg_emit_matmul_nbits(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		return WL_OK;
 	if (mm.trans_b)
 		return emit_dot(g, &mm, fn);
-	return mm.bits == 4 && mm.MC > 0 && mm.M > mm.MR ? emit_panels(g, &mm, fn) : emit_gemm(g, &mm, fn);
+	if (mm.bf16w && !(mm.MC > 0 && mm.M > mm.MR))
+		return diag_fail(d, "%s: node '%s': MatMulNBits: bf16 weights without a panel blocking", hg_model_name(g), n->name);
+	return (mm.bits == 4 || mm.bf16w) && mm.MC > 0 && mm.M > mm.MR ? emit_panels(g, &mm, fn) : emit_gemm(g, &mm, fn);
 }
 
 /* ---------------------------------------------------------------- blocking (docs/host-contracts.md) */

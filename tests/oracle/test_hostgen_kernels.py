@@ -314,6 +314,16 @@ def mm_variant_cases(rng):
             o["flags"] = ["--host-precision", "bf16"]
             o["psnr"] = PSNR_BF16
             out.append(mm4_multi("mm4_bf16_%s" % b.replace(",", "_"), rng, opts=o))
+        # float weights (bits 32) repacked into bf16 panels at compile time: an odd K
+        # and N tails on the model's blocking; several K blocks (forced kc 32, K 100);
+        # splits; the GELU + residual epilogue; M = 3 stays float (in-register path)
+        bf = {"flags": ["--host-precision", "bf16"], "psnr": PSNR_BF16}
+        out.append(mm32("mm32_bf16_oddk", rng, M=50, K=67, N=45) + (dict(bf),))
+        out.append(mm32("mm32_bf16_kblocks", rng, M=40, K=100, N=70)
+                   + (dict(bf, env={"WLOWER_HOST_MM_BLOCKING": "8,3,16,32"}),))
+        out.append(mm32("mm32_bf16_splits", rng, M=64, K=48, N=80, splits=[32, 20, 28]) + (dict(bf),))
+        out.append(mm_epilogue("mm32_bf16_gelu_res", rng, bits=32, M=60, N=40) + (dict(bf),))
+        out.append(mm32("mm32_bf16_m3_float", rng, M=3, K=40, N=37) + ({"flags": ["--host-precision", "bf16"]},))
     for mr, nv in ((6, 2), (4, 3), (3, 3)):
         out.append(mm4_multi("mm4_avx2_tile%dx%d" % (mr, nv), rng,
                              opts=forced("%d,%d,%d,32" % (mr, nv, 2 * mr), cpu="x86-64-v3")))
@@ -552,6 +562,9 @@ def main():
         return bench(a.wlower, a.work, a.threads)
     rng = np.random.default_rng(7)
     fails = 0
+    if not cpu_flag("avx512_bf16"):
+        print("NOTE: the --host-precision bf16 cases are not run: this CPU has no AVX512-BF16 "
+              "(tests/lit/host_matmul.onnxtxt checks the refusal)", flush=True)
     for case in cases(rng):
         name, text, feeds = case[:3]
         if a.only and name not in a.only.split(","):
