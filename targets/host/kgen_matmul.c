@@ -241,14 +241,15 @@ static uint16_t bf16_bits(float f)
 	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
 }
 
-/* --host-precision bf16 on float weights (bits 32, W a constant [K, N]): when
- * M takes the panel path, W is rounded once, here, into the bf16 panels the
- * 4-bit path dequantizes into at run time (panel t, k pair p: NR lanes of
- * (W[2p][n], W[2p+1][n]), zero past K and N; uint16 in weights.bin, half the
- * float bytes) and the bias is padded per panel; the kernel then runs
- * panel_tile_bf16 straight on them. Small M (the in-register path) and a
- * weight that is not a constant stay float. Blocking: the model's (KC a
- * multiple of BF16W_KC), or WLOWER_HOST_MM_BLOCKING. */
+/* --host-precision bf16 on float weights (bits 32, W a constant [K, N]): W is
+ * rounded once, here, into the bf16 panels the 4-bit path dequantizes into
+ * at run time (panel t, k pair p: NR lanes of (W[2p][n], W[2p+1][n]), zero
+ * past K and N; uint16 in weights.bin, half the float bytes) and the bias is
+ * padded per panel. The panel path runs panel_tile_bf16 straight on them; the
+ * in-register path (small M: a step's projections) converts each A pair to
+ * bf16 on the fly (tile_bf16w) and streams half the bytes of the float
+ * weights. A weight that is not a constant stays float. Blocking: the
+ * model's (KC a multiple of BF16W_KC), or WLOWER_HOST_MM_BLOCKING. */
 static int pack_float_bf16(HostGen *g, Node *n, Diag *d)
 {
 	MM mm;
@@ -269,8 +270,8 @@ static int pack_float_bf16(HostGen *g, Node *n, Diag *d)
 		blocking_for(g, g->avx512 ? 12 : 6, 2, 1, mm.M, mm.K, BF16W_KC, mm.has_res, &bl);
 		bl.how = "model";
 	}
-	if (bl.mc == 0 || mm.M <= bl.mr)
-		return WL_OK;
+	if (bl.mc > 0 && mm.M <= bl.mr)
+		bl.mc = bl.kc = 0;
 	node_add_attr(n, "host_mr", AT_INT)->i = bl.mr;
 	node_add_attr(n, "host_nv", AT_INT)->i = bl.nv;
 	node_add_attr(n, "host_mc", AT_INT)->i = bl.mc;
@@ -307,6 +308,34 @@ static int pack_float_bf16(HostGen *g, Node *n, Diag *d)
 	return WL_OK;
 }
 
+/* --host-precision bf16 with trans_b (W [N, K] read in place: the tied LM
+ * head of a step, M of a few rows): a bf16 copy of W in rows of KB = K
+ * rounded up to 32 (zero past K), so the dot products stream half the bytes
+ * of the float rows; the float W stays for its other users (the embedding
+ * Gather of a tied table). emit_dot converts the M rows of A to bf16 once per
+ * task (M·KB bf16 on the thread's stack, at most DOT_BF16_MAX elements; more
+ * stays float). */
+#define DOT_BF16_MAX 65536
+static int pack_dot_bf16(HostGen *g, Node *n, Diag *d)
+{
+	MM mm;
+	if (mm_read(g, n, &mm, d) != WL_OK)
+		return WL_ERR;
+	const Value *B = n->inputs[1];
+	int64_t KB = (mm.K + 31) / 32 * 32;
+	if (!B->init || B->init->dtype != DT_FLOAT || tensor_numel(B->init) != mm.N * mm.K || mm.M * KB > DOT_BF16_MAX)
+		return WL_OK;
+	void *pw;
+	Value *vw = hg_new_init(n->graph, "host_wbf16", DT_UINT16, mm.N * KB, &pw);
+	uint16_t *ow = pw;
+	for (int64_t c = 0; c < mm.N; c++)
+		for (int64_t k = 0; k < mm.K; k++)
+			ow[c * KB + k] = bf16_bits(load_f32(B->init->data, c * mm.K + k));
+	node_set_input(n, 1, vw);
+	node_add_attr(n, "host_bf16w", AT_INT)->i = 1;
+	return WL_OK;
+}
+
 int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 {
 	MM mm;
@@ -314,8 +343,8 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 		return WL_ERR;
 	if (mm.nsplit == 1 && !getenv("WLOWER_HOST_NO_EPILOGUE"))
 		fuse_epilogue(n);
-	if (mm.bits == 32 && g->bf16 && !mm.trans_b && !mm.packed)
-		return pack_float_bf16(g, n, d);
+	if (mm.bits == 32 && g->bf16 && !mm.packed && !attr_int(n, "host_bf16w", 0))
+		return mm.trans_b ? pack_dot_bf16(g, n, d) : pack_float_bf16(g, n, d);
 	if (mm.bits != 4 || mm.packed)
 		return WL_OK;
 	/* register and cache blocking for this CPU and shape (packing follows NR) */
@@ -565,6 +594,53 @@ static void epilogue_ex(HostGen *g, MM *mm, LLVMValueRef t, LLVMValueRef m0, int
 	}
 }
 
+/* In-register path on bf16 panels (bits 32 repacked, small M): per k pair,
+ * NV panel loads against each row's (A[m][2p], A[m][2p+1]) rounded to a bf16
+ * pair and broadcast; an odd K ends with the pair (A[m][K-1], 0). */
+static void tile_bf16w(HostGen *g, MM *mm, LLVMValueRef arow, int mr, LLVMValueRef t, LLVMValueRef (*acc)[4])
+{
+	LLVMBuilderRef b = g->b;
+	int NV = mm->NV;
+	int64_t KP = (mm->K + 1) / 2, full = mm->K / 2;
+	LLVMTypeRef v32 = hg_t_bf16(g, 32), v2f = LLVMVectorType(g->t_f32, 2), v2b = hg_t_bf16(g, 2);
+	LLVMValueRef wt = hg_gep(g, g->t_i32, mm->B, LLVMBuildMul(b, t, hg_i64(g, KP * mm->NR), ""));
+	for (int part = 0; part < 2; part++) {
+		int64_t lo = part ? full : 0, hi = part ? KP : full;
+		if (hi <= lo)
+			continue;
+		HgLoop lp;
+		LLVMValueRef p = hg_loop_begin(g, &lp, hg_i64(g, lo), hg_i64(g, hi), 1, "kp");
+		LLVMValueRef c[16][4];
+		for (int i = 0; i < mr; i++)
+			for (int h = 0; h < NV; h++)
+				c[i][h] = hg_loop_carry(g, &lp, acc[i][h]);
+		LLVMValueRef w[4];
+		for (int h = 0; h < NV; h++) {
+			w[h] = LLVMBuildLoad2(b, v32, hg_gep(g, g->t_i32, wt, LLVMBuildAdd(b, LLVMBuildMul(b, p, hg_i64(g, mm->NR), ""),
+			                                                                 hg_i64(g, h * 16), "")), "wb");
+			LLVMSetAlignment(w[h], 4);
+		}
+		for (int i = 0; i < mr; i++) {
+			LLVMValueRef ai = LLVMBuildAdd(b, LLVMBuildMul(b, p, hg_i64(g, 2), ""), hg_i64(g, (int64_t)i * mm->K), "");
+			LLVMValueRef pr;
+			if (part) {   /* the odd K's last element, paired with 0 */
+				pr = LLVMBuildInsertElement(b, LLVMConstNull(v2f), hg_load(g, g->t_f32, arow, ai), hg_i32(g, 0), "");
+			} else {
+				pr = LLVMBuildLoad2(b, v2f, hg_gepf(g, arow, ai), "a2");
+				LLVMSetAlignment(pr, 4);
+			}
+			LLVMValueRef a32 = LLVMBuildBitCast(b, LLVMBuildFPTrunc(b, pr, v2b, ""), g->t_i32, "");
+			LLVMValueRef av = LLVMBuildBitCast(b, hg_vsplat(g, a32), v32, "ab");
+			for (int h = 0; h < NV; h++)
+				hg_loop_next(g, &lp, c[i][h], hg_dpbf16(g, c[i][h], av, w[h]));
+		}
+		hg_loop_end(g, &lp);
+		for (int i = 0; i < mr; i++)
+			for (int h = 0; h < NV; h++)
+				acc[i][h] = c[i][h];
+	}
+}
+
 /* Y[m0 .. m0+mr, panel t] = A · W + bias */
 static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
 {
@@ -603,6 +679,8 @@ static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
 				for (int h = 0; h < NV; h++)
 					acc[i][h] = ph[i][h];
 		}
+	} else if (mm->bf16w) {
+		tile_bf16w(g, mm, arow, mr, t, acc);
 	} else {
 		/* float W [K, N]: row k, columns col .. col+NR */
 		HgLoop lk;
@@ -941,6 +1019,39 @@ static int emit_gemm(HostGen *g, MM *mm, LLVMValueRef fn)
 
 /* ---------------------------------------------------------------- trans_b = 1 (dot products) */
 
+/* bf16 (mm->bf16w): rows of KB bf16 (zero past K) of A (mm->Ab) and of the
+ * bf16 copy of W: 32 k per vdpbf16ps, no tail */
+static void dot_acc_bf16(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef n0, int nc, LLVMValueRef (*acc)[4])
+{
+	LLVMBuilderRef b = g->b;
+	int64_t KB = (mm->K + 31) / 32 * 32;
+	LLVMTypeRef bt = hg_t_bf16(g, 0), v32 = hg_t_bf16(g, 32);
+	LLVMValueRef arow = hg_gep(g, bt, mm->Ab, LLVMBuildMul(b, m0, hg_i64(g, KB), ""));
+	LLVMValueRef brow = hg_gep(g, bt, mm->B, LLVMBuildMul(b, n0, hg_i64(g, KB), ""));
+	HgLoop l;
+	LLVMValueRef k = hg_loop_begin(g, &l, hg_i64(g, 0), hg_i64(g, KB), 32, "kb");
+	LLVMValueRef c[4][4];
+	for (int i = 0; i < mr; i++)
+		for (int j = 0; j < nc; j++)
+			c[i][j] = hg_loop_carry(g, &l, acc[i][j]);
+	LLVMValueRef av[4], bvv[4];
+	for (int i = 0; i < mr; i++) {
+		av[i] = LLVMBuildLoad2(b, v32, hg_gep(g, bt, arow, LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * KB), "")), "ab");
+		LLVMSetAlignment(av[i], 2);
+	}
+	for (int j = 0; j < nc; j++) {
+		bvv[j] = LLVMBuildLoad2(b, v32, hg_gep(g, bt, brow, LLVMBuildAdd(b, k, hg_i64(g, (int64_t)j * KB), "")), "bb");
+		LLVMSetAlignment(bvv[j], 2);
+	}
+	for (int i = 0; i < mr; i++)
+		for (int j = 0; j < nc; j++)
+			hg_loop_next(g, &l, c[i][j], hg_dpbf16(g, c[i][j], av[i], bvv[j]));
+	hg_loop_end(g, &l);
+	for (int i = 0; i < mr; i++)
+		for (int j = 0; j < nc; j++)
+			acc[i][j] = c[i][j];
+}
+
 static void dot_tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef n0, int nc)
 {
 	LLVMBuilderRef b = g->b;
@@ -951,7 +1062,9 @@ static void dot_tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef n
 	for (int i = 0; i < mr; i++)
 		for (int j = 0; j < nc; j++)
 			acc[i][j] = hg_vconst(g, 0.0f);
-	for (int pass = 0; pass < 2; pass++) {
+	if (mm->bf16w)
+		dot_acc_bf16(g, mm, m0, mr, n0, nc, acc);
+	for (int pass = 0; pass < 2 && !mm->bf16w; pass++) {
 		int64_t lo = pass ? full : 0, hi = pass ? K : full;
 		if (hi <= lo)
 			continue;
@@ -1011,6 +1124,24 @@ static int emit_dot(HostGen *g, MM *mm, LLVMValueRef fn)
 	mm->bias = p.cap[2];
 	mm->Y[0] = p.cap[3];
 	HgLoop lt;
+	if (mm->bf16w) {
+		/* A as bf16 rows of KB (zero past K), once per chunk of tasks */
+		int64_t KB = (mm->K + 31) / 32 * 32;
+		mm->Ab = hg_alloca(g, hg_t_bf16(g, 0), mm->M * KB, 64, "adot");
+		HgLoop lr;
+		LLVMValueRef r = hg_loop_begin(g, &lr, hg_i64(g, 0), hg_i64(g, mm->M), 1, "ar");
+		HgLoop lk;
+		LLVMValueRef k = hg_loop_begin(g, &lk, hg_i64(g, 0), hg_i64(g, KB), 16, "ak");
+		LLVMValueRef left = LLVMBuildSub(b, hg_i64(g, mm->K), k, "");
+		left = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, left, hg_i64(g, 0), ""), hg_i64(g, 0), left, "");
+		LLVMValueRef src = hg_gepf(g, mm->A, LLVMBuildMul(b, r, hg_i64(g, mm->K), ""));
+		LLVMValueRef v = hg_vload_n(g, src, k, left);   /* lanes past K: 0 (none read) */
+		LLVMValueRef st = LLVMBuildStore(b, hg_to_bf16(g, v), hg_gep(g, hg_t_bf16(g, 0), mm->Ab,
+		                                                             LLVMBuildAdd(b, LLVMBuildMul(b, r, hg_i64(g, KB), ""), k, "")));
+		LLVMSetAlignment(st, 32);
+		hg_loop_end(g, &lk);
+		hg_loop_end(g, &lr);
+	}
 	LLVMValueRef task = hg_loop_begin(g, &lt, p.i0, p.i1, 1, "task");
 	LLVMValueRef c0 = LLVMBuildMul(b, task, hg_i64(g, CPT), "");
 	LLVMValueRef c1 = LLVMBuildAdd(b, c0, hg_i64(g, CPT), "");
@@ -1072,8 +1203,6 @@ int hg_emit_matmul_nbits(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		return WL_OK;
 	if (mm.trans_b)
 		return emit_dot(g, &mm, fn);
-	if (mm.bf16w && !(mm.MC > 0 && mm.M > mm.MR))
-		return diag_fail(d, "%s: node '%s': MatMulNBits: bf16 weights without a panel blocking", hg_model_name(g), n->name);
 	return (mm.bits == 4 || mm.bf16w) && mm.MC > 0 && mm.M > mm.MR ? emit_panels(g, &mm, fn) : emit_gemm(g, &mm, fn);
 }
 

@@ -316,14 +316,20 @@ def mm_variant_cases(rng):
             out.append(mm4_multi("mm4_bf16_%s" % b.replace(",", "_"), rng, opts=o))
         # float weights (bits 32) repacked into bf16 panels at compile time: an odd K
         # and N tails on the model's blocking; several K blocks (forced kc 32, K 100);
-        # splits; the GELU + residual epilogue; M = 3 stays float (in-register path)
+        # splits; the GELU + residual epilogue; M = 3 and 1 (the in-register path: A pairs
+        # rounded on the fly, an odd K's last pair (a, 0), N groups)
         bf = {"flags": ["--host-precision", "bf16"], "psnr": PSNR_BF16}
         out.append(mm32("mm32_bf16_oddk", rng, M=50, K=67, N=45) + (dict(bf),))
         out.append(mm32("mm32_bf16_kblocks", rng, M=40, K=100, N=70)
                    + (dict(bf, env={"WLOWER_HOST_MM_BLOCKING": "8,3,16,32"}),))
         out.append(mm32("mm32_bf16_splits", rng, M=64, K=48, N=80, splits=[32, 20, 28]) + (dict(bf),))
         out.append(mm_epilogue("mm32_bf16_gelu_res", rng, bits=32, M=60, N=40) + (dict(bf),))
-        out.append(mm32("mm32_bf16_m3_float", rng, M=3, K=40, N=37) + ({"flags": ["--host-precision", "bf16"]},))
+        out.append(mm32("mm32_bf16_m3", rng, M=3, K=40, N=37) + (dict(bf),))
+        out.append(mm32("mm32_bf16_m1_oddk", rng, M=1, K=41, N=300) + (dict(bf),))
+        # trans_b (the tied LM head read in place): a bf16 copy of W, dot products
+        # by vdpbf16ps over K rounded up to 32; K and N tails, M below and above 4
+        out.append(mm32("mm32_bf16_transb", rng, M=3, K=40, N=37, trans_b=1) + (dict(bf),))
+        out.append(mm_epilogue("mm32_bf16_transb_gelu_res", rng, bits=32, trans_b=1, M=21, K=70, N=37) + (dict(bf),))
     for mr, nv in ((6, 2), (4, 3), (3, 3)):
         out.append(mm4_multi("mm4_avx2_tile%dx%d" % (mr, nv), rng,
                              opts=forced("%d,%d,%d,32" % (mr, nv, 2 * mr), cpu="x86-64-v3")))
