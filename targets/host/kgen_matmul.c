@@ -35,6 +35,12 @@
  *
  * trans_b = 1: dot products along K (vectors over k) for 4 columns x up to 4
  * rows at a time, reduced horizontally at the end; parallel over columns.
+ *
+ * --host-precision bf16 (AVX512-BF16): the 4-bit panel path dequantizes into
+ * bf16 pair panels and multiplies them by vdpbf16ps (panel_tile_bf16);
+ * constant float weights are rounded at compile time into those panels
+ * (pack_float_bf16: panel and in-register paths) or, with trans_b, into bf16
+ * rows (pack_dot_bf16). docs/host-contracts.md has the layouts.
  */
 #include <stdlib.h>
 #include <string.h>
