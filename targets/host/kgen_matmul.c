@@ -1025,74 +1025,49 @@ static int emit_gemm(HostGen *g, MM *mm, LLVMValueRef fn)
 
 /* ---------------------------------------------------------------- trans_b = 1 (dot products) */
 
-/* bf16 (mm->bf16w): rows of KB bf16 (zero past K) of A (mm->Ab) and of the
- * bf16 copy of W: 32 k per vdpbf16ps, no tail */
-static void dot_acc_bf16(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef n0, int nc, LLVMValueRef (*acc)[4])
+/* Vector k.. of a row: float (rem: only the first rem lanes) or, bf16w, 32
+ * bf16 (rows of K rounded up to 32, zero past K: never a tail). */
+static LLVMValueRef dot_load(HostGen *g, MM *mm, LLVMValueRef row, LLVMValueRef o, LLVMValueRef rem)
 {
-	LLVMBuilderRef b = g->b;
-	int64_t KB = (mm->K + 31) / 32 * 32;
-	LLVMTypeRef bt = hg_t_bf16(g, 0), v32 = hg_t_bf16(g, 32);
-	LLVMValueRef arow = hg_gep(g, bt, mm->Ab, LLVMBuildMul(b, m0, hg_i64(g, KB), ""));
-	LLVMValueRef brow = hg_gep(g, bt, mm->B, LLVMBuildMul(b, n0, hg_i64(g, KB), ""));
-	HgLoop l;
-	LLVMValueRef k = hg_loop_begin(g, &l, hg_i64(g, 0), hg_i64(g, KB), 32, "kb");
-	LLVMValueRef c[4][4];
-	for (int i = 0; i < mr; i++)
-		for (int j = 0; j < nc; j++)
-			c[i][j] = hg_loop_carry(g, &l, acc[i][j]);
-	LLVMValueRef av[4], bvv[4];
-	for (int i = 0; i < mr; i++) {
-		av[i] = LLVMBuildLoad2(b, v32, hg_gep(g, bt, arow, LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * KB), "")), "ab");
-		LLVMSetAlignment(av[i], 2);
-	}
-	for (int j = 0; j < nc; j++) {
-		bvv[j] = LLVMBuildLoad2(b, v32, hg_gep(g, bt, brow, LLVMBuildAdd(b, k, hg_i64(g, (int64_t)j * KB), "")), "bb");
-		LLVMSetAlignment(bvv[j], 2);
-	}
-	for (int i = 0; i < mr; i++)
-		for (int j = 0; j < nc; j++)
-			hg_loop_next(g, &l, c[i][j], hg_dpbf16(g, c[i][j], av[i], bvv[j]));
-	hg_loop_end(g, &l);
-	for (int i = 0; i < mr; i++)
-		for (int j = 0; j < nc; j++)
-			acc[i][j] = c[i][j];
+	if (!mm->bf16w)
+		return rem ? hg_vload_n(g, row, o, rem) : hg_vload(g, row, o);
+	LLVMValueRef v = LLVMBuildLoad2(g->b, hg_t_bf16(g, 32), hg_gep(g, hg_t_bf16(g, 0), row, o), "bl");
+	LLVMSetAlignment(v, 2);
+	return v;
 }
 
 static void dot_tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef n0, int nc)
 {
 	LLVMBuilderRef b = g->b;
-	int64_t K = mm->K, full = K / g->vw * g->vw;
-	LLVMValueRef arow = hg_gepf(g, mm->A, LLVMBuildMul(b, m0, hg_i64(g, K), ""));
-	LLVMValueRef brow = hg_gepf(g, mm->B, LLVMBuildMul(b, n0, hg_i64(g, K), ""));
+	/* bf16w: A (converted, mm->Ab) and W in bf16 rows of ld = K rounded up to
+	 * 32, 32 k per vdpbf16ps */
+	int64_t K = mm->K, ld = mm->bf16w ? (K + 31) / 32 * 32 : K, step = mm->bf16w ? 32 : g->vw, full = ld / step * step;
+	LLVMTypeRef et = mm->bf16w ? hg_t_bf16(g, 0) : g->t_f32;
+	LLVMValueRef arow = hg_gep(g, et, mm->bf16w ? mm->Ab : mm->A, LLVMBuildMul(b, m0, hg_i64(g, ld), ""));
+	LLVMValueRef brow = hg_gep(g, et, mm->B, LLVMBuildMul(b, n0, hg_i64(g, ld), ""));
 	LLVMValueRef acc[4][4];
 	for (int i = 0; i < mr; i++)
 		for (int j = 0; j < nc; j++)
 			acc[i][j] = hg_vconst(g, 0.0f);
-	if (mm->bf16w)
-		dot_acc_bf16(g, mm, m0, mr, n0, nc, acc);
-	for (int pass = 0; pass < 2 && !mm->bf16w; pass++) {
-		int64_t lo = pass ? full : 0, hi = pass ? K : full;
+	for (int pass = 0; pass < 2; pass++) {
+		int64_t lo = pass ? full : 0, hi = pass ? ld : full;
 		if (hi <= lo)
 			continue;
-		LLVMValueRef rem = pass ? hg_i64(g, K - full) : NULL;
+		LLVMValueRef rem = pass ? hg_i64(g, ld - full) : NULL;
 		HgLoop l;
-		LLVMValueRef k = hg_loop_begin(g, &l, hg_i64(g, lo), hg_i64(g, pass ? lo + 1 : hi), pass ? 1 : g->vw, "k");
+		LLVMValueRef k = hg_loop_begin(g, &l, hg_i64(g, lo), hg_i64(g, pass ? lo + 1 : hi), pass ? 1 : step, "k");
 		LLVMValueRef c[4][4];
 		for (int i = 0; i < mr; i++)
 			for (int j = 0; j < nc; j++)
 				c[i][j] = hg_loop_carry(g, &l, acc[i][j]);
 		LLVMValueRef av[4], bvv[4];
-		for (int i = 0; i < mr; i++) {
-			LLVMValueRef o = LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * K), "");
-			av[i] = rem ? hg_vload_n(g, arow, o, rem) : hg_vload(g, arow, o);
-		}
-		for (int j = 0; j < nc; j++) {
-			LLVMValueRef o = LLVMBuildAdd(b, k, hg_i64(g, (int64_t)j * K), "");
-			bvv[j] = rem ? hg_vload_n(g, brow, o, rem) : hg_vload(g, brow, o);
-		}
+		for (int i = 0; i < mr; i++)
+			av[i] = dot_load(g, mm, arow, LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * ld), ""), rem);
+		for (int j = 0; j < nc; j++)
+			bvv[j] = dot_load(g, mm, brow, LLVMBuildAdd(b, k, hg_i64(g, (int64_t)j * ld), ""), rem);
 		for (int i = 0; i < mr; i++)
 			for (int j = 0; j < nc; j++)
-				hg_loop_next(g, &l, c[i][j], hg_fma(g, av[i], bvv[j], c[i][j]));
+				hg_loop_next(g, &l, c[i][j], mm->bf16w ? hg_dpbf16(g, c[i][j], av[i], bvv[j]) : hg_fma(g, av[i], bvv[j], c[i][j]));
 		hg_loop_end(g, &l);
 		for (int i = 0; i < mr; i++)
 			for (int j = 0; j < nc; j++)
