@@ -52,6 +52,10 @@
    vs the float pipeline's; without --calibrate and with an unknown --precision: usage errors (also
    of transcribe --model, and --precision with transcribe --pipeline); an
    LM head that is not a MatMul (the <|endoftext|>-biased copy): one line naming the node, exit 1.
+   --host-precision bf16 on host (when host is a --fit-target and the CPU has AVX512-BF16; a
+   printed note otherwise): encoder, cross_kv and step manifests bf16 with bf16 weights, jfk.wav
+   and the LibriSpeech clip give the README transcripts and the float host pipeline's ids,
+   logits >= 40 dB vs the float pipeline's.
 6. Bad input, one line on stderr naming the file, exit 1 (2 for usage), no output file left:
    a missing, an empty and a corrupt audio file; an unknown --language; a malformed tokenizer;
    a pipeline whose step program was altered; --beam-size 0, --patience 0; -o with an unknown
@@ -231,8 +235,52 @@ def fitted_cases(W, t, work, targets):
                 prev += got
     if "host" in targets:
         lmq8_case(W, t, work, fit, clips[:2])
+        if cpu_has("avx512_bf16"):
+            bf16_case(W, t, work, fit, clips[:2])
+        else:
+            print("  --host-precision bf16 case not run: this CPU has no AVX512-BF16")
     else:
-        print("  --precision fp32dec-lmq8 case not run: host is not a --fit-target (%s)" % ",".join(targets))
+        print("  --precision fp32dec-lmq8 and --host-precision bf16 cases not run: host is not a --fit-target (%s)"
+              % ",".join(targets))
+
+
+def cpu_has(flag):
+    with open("/proc/cpuinfo") as f:
+        return any(l.startswith("flags") and flag in l.split() for l in f)
+
+
+def bf16_case(W, t, work, fit, clips):
+    """--host-precision bf16 on host (float weights stored as bf16, bf16 attention): every
+    program's manifest says bf16, the transcripts and ids equal the float host pipeline's,
+    logits within 40 dB of its logits at every step."""
+    pipe = os.path.join(work, "pipe-fit-host-bf16")
+    shutil.rmtree(pipe, ignore_errors=True)
+    r = run([W, fit, "--pipeline", "whisper", "--target", "host", "--host-precision", "bf16", "-o", pipe])
+    if r.returncode:
+        t.check("bf16: compile", False, r.stderr.strip()[-300:])
+        return
+    mans = [json.load(open(os.path.join(pipe, p, "manifest.json"))) for p in ("encoder", "cross_kv", "step")]
+    ok = all(m["programs"][0].get("host_precision") == "bf16" and
+             any(e.get("weights") == "bf16" for e in m["programs"][0].get("matmul_blocking", [])) for m in mans)
+    t.check("bf16: encoder, cross_kv and step are bf16 with bf16 weights (manifest.json)", ok)
+    for name, clip, want, _ in clips:
+        tag = "fitted-bf16-host-" + name.split()[0]
+        dump, js = os.path.join(work, "dump-" + tag), os.path.join(work, tag + ".json")
+        shutil.rmtree(dump, ignore_errors=True)
+        r = transcribe(W, pipe, clip, ["--dump-logits", dump, "-o", js])
+        text = " ".join(m.group(9).strip() for m in (SEG.match(l) for l in r.stdout.splitlines()) if m)
+        fjs = os.path.join(work, "fitted-host-%s.json" % name.split()[0])
+        want_ids = json.load(open(fjs))["report"]["windows_sampled"] if os.path.exists(fjs) else None
+        got_ids = json.load(open(js))["report"]["windows_sampled"] if r.returncode == 0 else []
+        t.check("bf16/host %s: prints the README transcript, ids equal the float host pipeline's" % name,
+                r.returncode == 0 and text == want and got_ids == want_ids,
+                "exit %d, got %r" % (r.returncode, text[:200]))
+        fdump = os.path.join(work, "dump-fitted-host-" + name.split()[0])
+        names = sorted(n for n in os.listdir(dump) if n.startswith("step_")) if os.path.isdir(dump) else []
+        worst = min([psnr(np.load(os.path.join(fdump, n)), np.load(os.path.join(dump, n))) for n in names
+                     if os.path.exists(os.path.join(fdump, n))] or [-1.0])
+        t.check("bf16/host %s: logits vs the float pipeline's, worst step %.1f dB (gate 40, %d steps)" %
+                (name, worst, len(names)), worst >= 40)
 
 
 def lmq8_case(W, t, work, fit, clips):
