@@ -251,7 +251,7 @@ static int outdir_refuse(const char *path, OutdirCheck replaceable, const struct
 	if (!S_ISDIR(st->st_mode) ||
 	    (!dir_is_empty(path) && !(replaceable && replaceable(path, why, sizeof why)))) {
 		const char *what = replaceable == outdir_listed_replaceable ? "a folder of outputs made by wlower"
-		                                                             : "a complete wlower module directory";
+		                                                             : "a complete wlower module or pipeline directory";
 		return diag_fail(d, "%s: exists and is not %s (%s); not replacing it", path, what,
 		                 replaceable || !S_ISDIR(st->st_mode) ? why : "not empty");
 	}

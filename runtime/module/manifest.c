@@ -488,10 +488,12 @@ int manifest_read(const char *dir, cJSON **out, Diag *d)
 	return WL_OK;
 }
 
-bool module_dir_replaceable(const char *dir, char *why, size_t n)
+bool wl_dir_replaceable(const char *dir, const char *manifest, const char *format, WlDirEntryOk entry_ok, char *why,
+                        size_t n)
 {
+	why[0] = 0;
 	char path[4096];
-	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	snprintf(path, sizeof path, "%s/%s", dir, manifest);
 	cJSON *r = NULL;
 	Diag d = {0};
 	if (json_read_file(path, &r, &d) != WL_OK) {
@@ -500,25 +502,19 @@ bool module_dir_replaceable(const char *dir, char *why, size_t n)
 	}
 	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(r, "format");
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(r, "files");
-	bool ok = cJSON_IsString(fmt) && strcmp(fmt->valuestring, "wlower-module") == 0 && cJSON_IsArray(files);
+	bool ok = cJSON_IsString(fmt) && strcmp(fmt->valuestring, format) == 0 && cJSON_IsArray(files);
 	if (!ok)
-		snprintf(why, n, "%s is not a wlower module manifest", path);
+		snprintf(why, n, "%s is not a %s manifest", path, format);
 	DIR *dd = ok ? opendir(dir) : NULL;
 	struct dirent *e;
 	while (ok && dd && (e = readdir(dd))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "manifest.json"))
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, manifest))
 			continue;
-		bool listed = false;
-		const cJSON *f;
-		cJSON_ArrayForEach(f, files) {
-			const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name");
-			listed |= cJSON_IsString(nm) && strcmp(nm->valuestring, e->d_name) == 0;
-		}
 		char p[8192];
 		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-		struct stat st;
-		if (!listed || lstat(p, &st) != 0 || !S_ISREG(st.st_mode)) {
-			snprintf(why, n, "it holds '%s', which its manifest does not list", e->d_name);
+		if (!entry_ok(files, p, e->d_name, why, n)) {
+			if (!why[0])
+				snprintf(why, n, "it holds '%s', which its %s does not list", e->d_name, manifest);
 			ok = false;
 		}
 	}
@@ -526,4 +522,24 @@ bool module_dir_replaceable(const char *dir, char *why, size_t n)
 		closedir(dd);
 	cJSON_Delete(r);
 	return ok;
+}
+
+/* a module directory's entry: a regular file its "files" list names */
+static bool module_entry_ok(const cJSON *files, const char *path, const char *name, char *why, size_t n)
+{
+	(void)why;
+	(void)n;
+	bool listed = false;
+	const cJSON *f;
+	cJSON_ArrayForEach(f, files) {
+		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name");
+		listed |= cJSON_IsString(nm) && strcmp(nm->valuestring, name) == 0;
+	}
+	struct stat st;
+	return listed && lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool module_dir_replaceable(const char *dir, char *why, size_t n)
+{
+	return wl_dir_replaceable(dir, "manifest.json", "wlower-module", module_entry_ok, why, n);
 }

@@ -72,6 +72,13 @@ int json_read_file(const char *path, cJSON **out, Diag *d);
  * directory made by wlower — a manifest.json of format wlower-module, and
  * every other entry a regular file its "files" list names. */
 bool module_dir_replaceable(const char *dir, char *why, size_t n);
+/* The walk behind it (also pipeline_dir_replaceable's): DIR/MANIFEST is JSON
+ * of "format" FORMAT with a "files" array, and entry_ok accepts every other
+ * entry (path: DIR/name); false with the reason in why otherwise ("it holds
+ * 'X', which its MANIFEST does not list" when entry_ok leaves why empty). */
+typedef bool (*WlDirEntryOk)(const cJSON *files, const char *path, const char *name, char *why, size_t n);
+bool wl_dir_replaceable(const char *dir, const char *manifest, const char *format, WlDirEntryOk entry_ok, char *why,
+                        size_t n);
 
 /* Reading (runtime, sim): parses DIR/manifest.json (trailing data after the
  * JSON object is an error, as in every json_read_file), checks format and

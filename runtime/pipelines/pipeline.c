@@ -1,7 +1,6 @@
 /* pipeline.c — pipeline.json (pipeline.h has the schema): the file list that
  * makes a pipeline directory checkable, reading with verification, and the
  * rule for replacing an existing -o folder. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,42 +126,20 @@ static bool listed(const cJSON *files, const char *name, bool is_dir)
 	return false;
 }
 
+/* a pipeline directory's entry: a listed file, or a folder of listed files
+ * that is itself a replaceable module directory */
+static bool pipeline_entry_ok(const cJSON *files, const char *path, const char *name, char *why, size_t n)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return false;
+	bool isdir = S_ISDIR(st.st_mode);
+	if (!(S_ISREG(st.st_mode) || isdir) || !listed(files, name, isdir))
+		return false;
+	return !isdir || module_dir_replaceable(path, why, n);
+}
+
 bool pipeline_dir_replaceable(const char *dir, char *why, size_t n)
 {
-	why[0] = 0;
-	char path[4096];
-	snprintf(path, sizeof path, "%s/pipeline.json", dir);
-	cJSON *r = NULL;
-	Diag d = {0};
-	if (json_read_file(path, &r, &d) != WL_OK) {
-		snprintf(why, n, "%s", d.msg);
-		return false;
-	}
-	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(r, "format");
-	const cJSON *files = cJSON_GetObjectItemCaseSensitive(r, "files");
-	bool ok = cJSON_IsString(fmt) && strcmp(fmt->valuestring, "wlower-pipeline") == 0 && cJSON_IsArray(files);
-	if (!ok)
-		snprintf(why, n, "%s is not a wlower pipeline manifest", path);
-	DIR *dd = ok ? opendir(dir) : NULL;
-	struct dirent *e;
-	while (ok && dd && (e = readdir(dd))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "pipeline.json"))
-			continue;
-		char p[8192];
-		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-		struct stat st;
-		bool isdir = lstat(p, &st) == 0 && S_ISDIR(st.st_mode);
-		bool good = lstat(p, &st) == 0 && (S_ISREG(st.st_mode) || isdir) && listed(files, e->d_name, isdir);
-		if (good && isdir)
-			good = module_dir_replaceable(p, why, n);
-		if (!good) {
-			if (!isdir || !why[0])
-				snprintf(why, n, "it holds '%s', which its pipeline.json does not list", e->d_name);
-			ok = false;
-		}
-	}
-	if (dd)
-		closedir(dd);
-	cJSON_Delete(r);
-	return ok;
+	return wl_dir_replaceable(dir, "pipeline.json", "wlower-pipeline", pipeline_entry_ok, why, n);
 }

@@ -249,6 +249,30 @@ def cpu_has(flag):
         return any(l.startswith("flags") and flag in l.split() for l in f)
 
 
+def same_as_float(W, t, work, pipe, clips, label, gate):
+    """PIPE (a host pipeline of the fitted fixture at another precision) on each clip: the
+    README transcript and the float host pipeline's ids (fitted_cases' runs), per-step
+    logits at least GATE dB of the float pipeline's."""
+    for name, clip, want, _ in clips:
+        tag = "fitted-%s-host-%s" % (label, name.split()[0])
+        dump, js = os.path.join(work, "dump-" + tag), os.path.join(work, tag + ".json")
+        shutil.rmtree(dump, ignore_errors=True)
+        r = transcribe(W, pipe, clip, ["--dump-logits", dump, "-o", js])
+        text = " ".join(m.group(9).strip() for m in (SEG.match(l) for l in r.stdout.splitlines()) if m)
+        fjs = os.path.join(work, "fitted-host-%s.json" % name.split()[0])
+        want_ids = json.load(open(fjs))["report"]["windows_sampled"] if os.path.exists(fjs) else None
+        got_ids = json.load(open(js))["report"]["windows_sampled"] if r.returncode == 0 else []
+        t.check("%s/host %s: prints the README transcript, ids equal the float host pipeline's" % (label, name),
+                r.returncode == 0 and text == want and got_ids == want_ids,
+                "exit %d, got %r" % (r.returncode, text[:200]))
+        fdump = os.path.join(work, "dump-fitted-host-" + name.split()[0])
+        names = sorted(n for n in os.listdir(dump) if n.startswith("step_")) if os.path.isdir(dump) else []
+        worst = min([psnr(np.load(os.path.join(fdump, n)), np.load(os.path.join(dump, n))) for n in names
+                     if os.path.exists(os.path.join(fdump, n))] or [-1.0])
+        t.check("%s/host %s: logits vs the float pipeline's, worst step %.1f dB (gate %d, %d steps)" %
+                (label, name, worst, gate, len(names)), worst >= gate)
+
+
 def bf16_case(W, t, work, fit, clips):
     """--host-precision bf16 on host (float weights stored as bf16, bf16 attention): every
     program's manifest says bf16, the transcripts and ids equal the float host pipeline's,
@@ -263,24 +287,7 @@ def bf16_case(W, t, work, fit, clips):
     ok = all(m["programs"][0].get("host_precision") == "bf16" and
              any(e.get("weights") == "bf16" for e in m["programs"][0].get("matmul_blocking", [])) for m in mans)
     t.check("bf16: encoder, cross_kv and step are bf16 with bf16 weights (manifest.json)", ok)
-    for name, clip, want, _ in clips:
-        tag = "fitted-bf16-host-" + name.split()[0]
-        dump, js = os.path.join(work, "dump-" + tag), os.path.join(work, tag + ".json")
-        shutil.rmtree(dump, ignore_errors=True)
-        r = transcribe(W, pipe, clip, ["--dump-logits", dump, "-o", js])
-        text = " ".join(m.group(9).strip() for m in (SEG.match(l) for l in r.stdout.splitlines()) if m)
-        fjs = os.path.join(work, "fitted-host-%s.json" % name.split()[0])
-        want_ids = json.load(open(fjs))["report"]["windows_sampled"] if os.path.exists(fjs) else None
-        got_ids = json.load(open(js))["report"]["windows_sampled"] if r.returncode == 0 else []
-        t.check("bf16/host %s: prints the README transcript, ids equal the float host pipeline's" % name,
-                r.returncode == 0 and text == want and got_ids == want_ids,
-                "exit %d, got %r" % (r.returncode, text[:200]))
-        fdump = os.path.join(work, "dump-fitted-host-" + name.split()[0])
-        names = sorted(n for n in os.listdir(dump) if n.startswith("step_")) if os.path.isdir(dump) else []
-        worst = min([psnr(np.load(os.path.join(fdump, n)), np.load(os.path.join(dump, n))) for n in names
-                     if os.path.exists(os.path.join(fdump, n))] or [-1.0])
-        t.check("bf16/host %s: logits vs the float pipeline's, worst step %.1f dB (gate 40, %d steps)" %
-                (name, worst, len(names)), worst >= 40)
+    same_as_float(W, t, work, pipe, clips, "bf16", 40)
 
 
 def lmq8_case(W, t, work, fit, clips):
@@ -346,24 +353,7 @@ def lmq8_case(W, t, work, fit, clips):
     saved = fb - qb
     t.check("lmq8: step weights.bin %d -> %d bytes: saves 3/4 of both float tables (%d..%d)" %
             (fb, qb, 6 * d * V - 12 * V - 65536, 6 * d * V), 6 * d * V - 12 * V - 65536 <= saved <= 6 * d * V)
-    for name, clip, want, _ in clips:
-        tag = "fitted-lmq8-host-" + name.split()[0]
-        dump, js = os.path.join(work, "dump-" + tag), os.path.join(work, tag + ".json")
-        shutil.rmtree(dump, ignore_errors=True)
-        r = transcribe(W, pipe, clip, ["--dump-logits", dump, "-o", js])
-        text = " ".join(m.group(9).strip() for m in (SEG.match(l) for l in r.stdout.splitlines()) if m)
-        fjs = os.path.join(work, "fitted-host-%s.json" % name.split()[0])
-        want_ids = json.load(open(fjs))["report"]["windows_sampled"] if os.path.exists(fjs) else None
-        got_ids = json.load(open(js))["report"]["windows_sampled"] if r.returncode == 0 else []
-        t.check("lmq8/host %s: prints the README transcript, ids equal the float host pipeline's" % name,
-                r.returncode == 0 and text == want and got_ids == want_ids,
-                "exit %d, got %r" % (r.returncode, text[:200]))
-        fdump = os.path.join(work, "dump-fitted-host-" + name.split()[0])
-        names = sorted(n for n in os.listdir(dump) if n.startswith("step_")) if os.path.isdir(dump) else []
-        worst = min([psnr(np.load(os.path.join(fdump, n)), np.load(os.path.join(dump, n))) for n in names
-                     if os.path.exists(os.path.join(fdump, n))] or [-1.0])
-        t.check("lmq8/host %s: logits vs the float pipeline's, worst step %.1f dB (gate 20, %d steps)" %
-                (name, worst, len(names)), worst >= 20)
+    same_as_float(W, t, work, pipe, clips, "lmq8", 20)
 
 
 def oracle_case(W, t, work, export, pipe, target, clip, no_ts, min_db=100, env=None):
