@@ -17,6 +17,12 @@
  *
  * Scratch: xT [(F+2), C], Wp1 [3C, Dp], Wp2 [3D, Dp], h1 [(F+2), Dp]
  * (Dp = D rounded up to vw).
+ *
+ * --host-precision bf16 (Stem.bf): xT (rows of C rounded up to even, the
+ * extra column 0) and h1 hold bf16, Wp holds bf16 pairs over the input
+ * channels (emit_repack); each step of the micro-kernel broadcasts one channel
+ * pair as a 32-bit lane into vdpbf16ps, half the steps; bias, GELU, the
+ * positional rows and y stay float.
  */
 #include <string.h>
 #include "hostgen.h"
@@ -25,6 +31,8 @@
 
 typedef struct Stem {
 	int64_t B, C, F, F2, D, Dp;
+	bool bf;                      /* --host-precision bf16: xT, h1 and Wp in bf16 pairs */
+	int64_t Cx;                   /* xT row length: C (bf16: rounded up to even) */
 	int64_t Mr, Nv;               /* micro-tile: Mr time rows x Nv vectors */
 	uint64_t off_xt, off_w1, off_w2, off_h1, scratch;
 } Stem;
@@ -81,6 +89,8 @@ static int stem_parse(HostGen *g, const Node *n, Stem *s, Diag *d)
 	s->Dp = (s->D + vw - 1) / vw * vw;
 	s->Mr = g->avx512 ? 6 : 4;
 	s->Nv = g->avx512 ? 4 : 2;
+	s->bf = g->bf16 && g->avx512 && vw == 16;
+	s->Cx = s->bf ? (s->C + 1) / 2 * 2 : s->C;   /* bf16: the sizes below are upper bounds */
 	s->off_xt = 0;
 	s->off_w1 = ALIGN64((uint64_t)((s->F + 2) * s->C) * 4);
 	s->off_w2 = s->off_w1 + ALIGN64((uint64_t)(3 * s->C * s->Dp) * 4);
@@ -104,24 +114,34 @@ static LLVMValueRef add(HostGen *g, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildAdd(g->b, a, b, "");
 }
 
-/* Wp[(k·Cin + c)·Dp + d] = w[d, c, k] (0 for d ≥ D), parallel over k·Cin + c. */
+/* Wp[(k·Cin + c)·Dp + d] = w[d, c, k] (0 for d ≥ D), parallel over k·Cin + c.
+ * bf16 (bf): pairs over c, Cp = Cin rounded up to even: element
+ * ((k·Cp/2 + c/2)·Dp + d)·2 + c%2 = bf16(w[d, c, k]), 0 for c ≥ Cin. */
 static void emit_repack(HostGen *g, LLVMValueRef api, LLVMValueRef w, LLVMValueRef wp, int64_t Cin, int64_t D,
-                        int64_t Dp)
+                        int64_t Dp, bool bf)
 {
+	int64_t Cp = bf ? (Cin + 1) / 2 * 2 : Cin;
 	LLVMValueRef caps[2] = {w, wp};
 	HgPar p;
-	hg_par_begin(g, &p, api, ci(g, 3 * Cin), caps, 2, "stem_repack");
+	hg_par_begin(g, &p, api, ci(g, 3 * Cp), caps, 2, "stem_repack");
 	HgLoop lr;
 	LLVMValueRef r = hg_loop_begin(g, &lr, p.i0, p.i1, 1, "r");
-	LLVMValueRef k = LLVMBuildSDiv(g->b, r, ci(g, Cin), "k"), c = LLVMBuildSRem(g->b, r, ci(g, Cin), "c");
-	LLVMValueRef src = add(g, mul(g, c, ci(g, 3)), k);
-	LLVMValueRef dst = hg_gepf(g, p.cap[1], mul(g, r, ci(g, Dp)));
+	LLVMValueRef k = LLVMBuildSDiv(g->b, r, ci(g, Cp), "k"), c = LLVMBuildSRem(g->b, r, ci(g, Cp), "c");
+	LLVMValueRef cin = LLVMBuildICmp(g->b, LLVMIntSLT, c, ci(g, Cin), "");
+	LLVMValueRef src = add(g, mul(g, LLVMBuildSelect(g->b, cin, c, ci(g, 0), ""), ci(g, 3)), k);
 	HgLoop ld;
 	LLVMValueRef dd = hg_loop_begin(g, &ld, ci(g, 0), ci(g, Dp), 1, "d");
-	LLVMValueRef in = LLVMBuildICmp(g->b, LLVMIntSLT, dd, ci(g, D), "");
+	LLVMValueRef in = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, dd, ci(g, D), ""), cin, "");
 	LLVMValueRef dc = LLVMBuildSelect(g->b, in, dd, ci(g, 0), "");
 	LLVMValueRef v = hg_load(g, g->t_f32, p.cap[0], add(g, mul(g, dc, ci(g, Cin * 3)), src));
-	hg_store(g, LLVMBuildSelect(g->b, in, v, hg_f32(g, 0.0f), ""), dst, dd);
+	v = LLVMBuildSelect(g->b, in, v, hg_f32(g, 0.0f), "");
+	if (bf) {
+		LLVMValueRef pr = add(g, mul(g, k, ci(g, Cp / 2)), LLVMBuildSDiv(g->b, c, ci(g, 2), ""));
+		LLVMValueRef i = add(g, mul(g, add(g, mul(g, pr, ci(g, Dp)), dd), ci(g, 2)), LLVMBuildSRem(g->b, c, ci(g, 2), ""));
+		hg_store(g, LLVMBuildFPTrunc(g->b, v, hg_t_bf16(g, 0), "wbf"), p.cap[1], i);
+	} else {
+		hg_store(g, v, hg_gepf(g, p.cap[1], mul(g, r, ci(g, Dp))), dd);
+	}
 	hg_loop_end(g, &ld);
 	hg_loop_end(g, &lr);
 	hg_par_end(g, &p);
@@ -129,11 +149,16 @@ static void emit_repack(HostGen *g, LLVMValueRef api, LLVMValueRef w, LLVMValueR
 
 /* One convolution: out rows t in [0, Tout), in: time-major, padded (row 0 is
  * time −1), ldin floats per row; stride s; Wp [3·Cin, Dp]. Output row t goes
- * to out[(t + orow)·ldout + d]; pos (or NULL) [Tout, D] is added after GELU. */
+ * to out[(t + orow)·ldout + d]; pos (or NULL) [Tout, D] is added after GELU.
+ * bin: `in` (ldin even) and Wp are bf16, the reduction runs over channel pairs
+ * (one 32-bit broadcast of (in[., c], in[., c+1]) per vdpbf16ps; a channel
+ * past Cin is 0 in both); bout: the output is stored as bf16. */
 static void emit_conv(HostGen *g, const Stem *st, LLVMValueRef api, LLVMValueRef in, int64_t ldin, int64_t Cin,
                       int64_t s, int64_t Tout, LLVMValueRef wp, LLVMValueRef bias, LLVMValueRef out, int64_t ldout,
-                      int64_t orow, LLVMValueRef pos, const char *name)
+                      int64_t orow, LLVMValueRef pos, bool bin, bool bout, const char *name)
 {
+	LLVMTypeRef ein = bin ? hg_t_bf16(g, 0) : g->t_f32, v32 = hg_t_bf16(g, 32);
+	const int64_t csteps = bin ? (Cin + 1) / 2 : Cin;   /* reduction steps per tap */
 	const int64_t vw = g->vw, Mr = st->Mr, NvMax = st->Nv, D = st->D, Dp = st->Dp;
 	const int64_t nvt = Dp / vw;                       /* vectors per row */
 	const int64_t ncb = (nvt + NvMax - 1) / NvMax;     /* channel blocks */
@@ -156,7 +181,7 @@ static void emit_conv(HostGen *g, const Stem *st, LLVMValueRef api, LLVMValueRef
 		LLVMValueRef t = add(g, t0, ci(g, i));
 		LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntSLT, t, ci(g, Tout), "");
 		t = LLVMBuildSelect(g->b, ok, t, ci(g, Tout - 1), "");
-		rowp[i] = hg_gepf(g, cin, mul(g, mul(g, t, ci(g, s)), ci(g, ldin)));
+		rowp[i] = hg_gep(g, ein, cin, mul(g, mul(g, t, ci(g, s)), ci(g, ldin)));
 	}
 	const int64_t tailn = D - (Dp - vw);   /* lanes of the last vector of a row */
 	/* the last block runs separately when narrower or ending in a partial vector */
@@ -175,18 +200,34 @@ static void emit_conv(HostGen *g, const Stem *st, LLVMValueRef api, LLVMValueRef
 		LLVMValueRef res[8][4];
 		for (int64_t k = 0; k < 3; k++) {
 			HgLoop lc;
-			LLVMValueRef c = hg_loop_begin(g, &lc, ci(g, 0), ci(g, Cin), 1, "c");
+			LLVMValueRef c = hg_loop_begin(g, &lc, ci(g, 0), ci(g, csteps), 1, "c");
 			for (int64_t i = 0; i < Mr; i++)
 				for (int64_t v = 0; v < nv; v++)
 					acc[i][v] = hg_loop_carry(g, &lc, k == 0 ? init : res[i][v]);
-			LLVMValueRef wrow = add(g, mul(g, add(g, ci(g, k * Cin), c), ci(g, Dp)), d0);
+			/* Wp row (k, c) in 32-bit units: a float, or a pair of bf16 */
+			LLVMValueRef wrow = add(g, mul(g, add(g, ci(g, k * csteps), c), ci(g, Dp)), d0);
 			LLVMValueRef wv[4];
-			for (int64_t v = 0; v < nv; v++)
-				wv[v] = hg_vload(g, cwp, add(g, wrow, ci(g, v * vw)));
+			for (int64_t v = 0; v < nv; v++) {
+				LLVMValueRef wi = add(g, wrow, ci(g, v * vw));
+				if (bin) {
+					wv[v] = LLVMBuildLoad2(g->b, v32, hg_gep(g, g->t_i32, cwp, wi), "wb");
+					LLVMSetAlignment(wv[v], 4);
+				} else {
+					wv[v] = hg_vload(g, cwp, wi);
+				}
+			}
 			for (int64_t i = 0; i < Mr; i++) {
-				LLVMValueRef xb = hg_vbroadcast(g, rowp[i], add(g, ci(g, k * ldin), c));
+				LLVMValueRef xb;
+				if (bin) {
+					LLVMValueRef xp = hg_gep(g, ein, rowp[i], add(g, ci(g, k * ldin), mul(g, c, ci(g, 2))));
+					LLVMValueRef x2 = LLVMBuildLoad2(g->b, g->t_i32, xp, "x2");
+					LLVMSetAlignment(x2, 4);
+					xb = LLVMBuildBitCast(g->b, hg_vsplat(g, x2), v32, "xb");
+				} else {
+					xb = hg_vbroadcast(g, rowp[i], add(g, ci(g, k * ldin), c));
+				}
 				for (int64_t v = 0; v < nv; v++)
-					hg_loop_next(g, &lc, acc[i][v], hg_fma(g, xb, wv[v], acc[i][v]));
+					hg_loop_next(g, &lc, acc[i][v], bin ? hg_dpbf16(g, acc[i][v], xb, wv[v]) : hg_fma(g, xb, wv[v], acc[i][v]));
 			}
 			hg_loop_end(g, &lc);
 			for (int64_t i = 0; i < Mr; i++)
@@ -204,7 +245,7 @@ static void emit_conv(HostGen *g, const Stem *st, LLVMValueRef api, LLVMValueRef
 			LLVMValueRef t = add(g, t0, ci(g, i));
 			HgIf fs;
 			hg_if_begin(g, &fs, LLVMBuildICmp(g->b, LLVMIntSLT, t, ci(g, Tout), ""));
-			LLVMValueRef orowp = hg_gepf(g, cout, mul(g, add(g, t, ci(g, orow)), ci(g, ldout)));
+			LLVMValueRef orowp = hg_gep(g, bout ? hg_t_bf16(g, 0) : g->t_f32, cout, mul(g, add(g, t, ci(g, orow)), ci(g, ldout)));
 			LLVMValueRef prow = pos ? hg_gepf(g, cpos, mul(g, t, ci(g, D))) : NULL;
 			for (int64_t v = 0; v < nv; v++) {
 				bool maybe_tail = tail_here && v == nv - 1;
@@ -212,10 +253,14 @@ static void emit_conv(HostGen *g, const Stem *st, LLVMValueRef api, LLVMValueRef
 				LLVMValueRef y = hg_gelu(g, LLVMBuildFAdd(g->b, res[i][v], bv[v], ""));
 				if (pos)
 					y = LLVMBuildFAdd(g->b, y, maybe_tail ? hg_vload_n(g, prow, dv, ci(g, tailn)) : hg_vload(g, prow, dv), "");
-				if (maybe_tail && ldout == D)
+				if (bout) {   /* h1: rows of Dp, lanes past D are 0 (zero weights and bias) */
+					LLVMValueRef sb = LLVMBuildStore(g->b, hg_to_bf16(g, y), hg_gep(g, hg_t_bf16(g, 0), orowp, dv));
+					LLVMSetAlignment(sb, 2);
+				} else if (maybe_tail && ldout == D) {
 					hg_vstore_n(g, y, orowp, dv, ci(g, tailn));
-				else
+				} else {
 					hg_vstore(g, y, orowp, dv);
+				}
 			}
 			hg_if_end(g, &fs);
 		}
@@ -242,19 +287,28 @@ int hg_emit_conv_stem(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	LLVMValueRef wp2 = hg_gep(g, g->t_i8, scr, ci(g, (int64_t)st.off_w2));
 	LLVMValueRef h1 = hg_gep(g, g->t_i8, scr, ci(g, (int64_t)st.off_h1));
 	LLVMValueRef zero = hg_f32(g, 0.0f);
-	emit_repack(g, api, w1, wp1, st.C, st.D, st.Dp);
-	emit_repack(g, api, w2, wp2, st.D, st.D, st.Dp);
+	emit_repack(g, api, w1, wp1, st.C, st.D, st.Dp, st.bf);
+	emit_repack(g, api, w2, wp2, st.D, st.D, st.Dp, st.bf);
+	/* bf16: xT and h1 hold bf16 (xT rows of Cx = C rounded up to even, the
+	 * extra column 0) */
+	LLVMValueRef zx = st.bf ? LLVMConstNull(hg_t_bf16(g, 0)) : zero;
 	/* zero padding rows of xT and h1 (never written below) */
 	for (int64_t r = 0; r < 2; r++) {
 		int64_t row = r == 0 ? 0 : st.F + 1;
 		HgLoop lz;
-		LLVMValueRef c = hg_loop_begin(g, &lz, ci(g, 0), ci(g, st.C), 1, "zc");
-		hg_store(g, zero, xt, add(g, ci(g, row * st.C), c));
+		LLVMValueRef c = hg_loop_begin(g, &lz, ci(g, 0), ci(g, st.Cx), 1, "zc");
+		hg_store(g, zx, xt, add(g, ci(g, row * st.Cx), c));
 		hg_loop_end(g, &lz);
 		HgLoop lz2;
 		LLVMValueRef c2 = hg_loop_begin(g, &lz2, ci(g, 0), ci(g, st.Dp), 1, "zd");
-		hg_store(g, zero, h1, add(g, ci(g, row * st.Dp), c2));
+		hg_store(g, zx, h1, add(g, ci(g, row * st.Dp), c2));
 		hg_loop_end(g, &lz2);
+	}
+	if (st.Cx > st.C) {   /* the padding column of every row */
+		HgLoop lz;
+		LLVMValueRef t = hg_loop_begin(g, &lz, ci(g, 0), ci(g, st.F + 2), 1, "zt");
+		hg_store(g, zx, xt, add(g, mul(g, t, ci(g, st.Cx)), ci(g, st.C)));
+		hg_loop_end(g, &lz);
 	}
 	HgLoop lb;
 	LLVMValueRef b = hg_loop_begin(g, &lb, ci(g, 0), ci(g, st.B), 1, "b");
@@ -266,13 +320,15 @@ int hg_emit_conv_stem(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		HgLoop ltt;
 		LLVMValueRef t = hg_loop_begin(g, &ltt, ci(g, 0), ci(g, st.F), 1, "tt");
 		LLVMValueRef v = hg_load(g, g->t_f32, xb, add(g, mul(g, c, ci(g, st.F)), t));
-		hg_store(g, v, xt, add(g, mul(g, add(g, t, ci(g, 1)), ci(g, st.C)), c));
+		if (st.bf)
+			v = LLVMBuildFPTrunc(g->b, v, hg_t_bf16(g, 0), "xbf");
+		hg_store(g, v, xt, add(g, mul(g, add(g, t, ci(g, 1)), ci(g, st.Cx)), c));
 		hg_loop_end(g, &ltt);
 		hg_loop_end(g, &lc);
 	}
-	emit_conv(g, &st, api, xt, st.C, st.C, 1, st.F, wp1, b1, h1, st.Dp, 1, NULL, "stem_conv1");
+	emit_conv(g, &st, api, xt, st.Cx, st.C, 1, st.F, wp1, b1, h1, st.Dp, 1, NULL, st.bf, st.bf, "stem_conv1");
 	LLVMValueRef yb = hg_gepf(g, y, mul(g, b, ci(g, st.F2 * st.D)));
-	emit_conv(g, &st, api, h1, st.Dp, st.D, 2, st.F2, wp2, b2, yb, st.D, 0, pos, "stem_conv2");
+	emit_conv(g, &st, api, h1, st.Dp, st.D, 2, st.F2, wp2, b2, yb, st.D, 0, pos, st.bf, false, "stem_conv2");
 	hg_loop_end(g, &lb);
 	return WL_OK;
 }

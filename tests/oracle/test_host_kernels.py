@@ -231,7 +231,8 @@ def bf16_cases(rng):
     """--host-precision bf16 (kgen_attention.c "bf16": Q·Kᵀ and P·V by
     vdpbf16ps on bf16 panels) on the tiled path: one and several key blocks,
     the causal diagonal, past rows, bhsd K/V, GQA with RoPE and a static
-    cache; an odd head dimension and the decode path stay float (PSNR_MIN)."""
+    cache; the ConvStem's two convolutions (odd channel counts, channel tails);
+    an odd head dimension and the decode path stay float (PSNR_MIN)."""
     return [
         (whisper_attn("bf16_self", rng=rng), PSNR_BF16),
         (whisper_attn("bf16_hd64", T=70, S=70, H=3, hd=64, rng=rng), PSNR_BF16),
@@ -241,6 +242,11 @@ def bf16_cases(rng):
         (whisper_attn("bf16_hd6", T=11, S=13, H=3, hd=6, rng=rng), PSNR_BF16),
         (gqa("bf16_gqa_prefill", rng=rng), PSNR_BF16),
         (gqa_static("bf16_gqa_static_tiled_t6", T=6, nv=(9,), hd=16, P=24, rng=rng), PSNR_BF16),
+        # ConvStem: bf16 pairs over the input channels (xT, h1 and both weight panels)
+        (conv_stem("bf16_stem_small", rng=rng), PSNR_BF16),
+        (conv_stem("bf16_stem_wide", C=16, F=30, D=80, rng=rng), PSNR_BF16),
+        (conv_stem("bf16_stem_odd_c_tail", B=2, C=5, F=17, D=72, rng=rng), PSNR_BF16),
+        (conv_stem("bf16_stem_odd_d", C=6, F=20, D=37, rng=rng), PSNR_BF16),
         (whisper_attn("bf16_odd_hd_float", T=11, S=13, H=3, hd=5, rng=rng), PSNR_MIN),
         (whisper_attn("bf16_xdec_float", T=1, S=70, H=2, hd=16, bhsd=True, rng=rng), PSNR_MIN),
     ]
