@@ -48,3 +48,12 @@ size_t dtype_nbytes(int t, int64_t count)
 		return 0;
 	return (size_t)(((unsigned __int128)count * (unsigned)dtype_bits(t) + 7) / 8);
 }
+
+uint16_t dtype_f32_to_bf16(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, sizeof x);
+	if ((x & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((x >> 16) | 0x40);
+	return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+}

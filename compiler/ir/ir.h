@@ -128,6 +128,8 @@ int dtype_bits(int dt);                  /* 32, 4 for int4, 0 for string/undefin
 bool dtype_valid(int dt);                /* 1..22 */
 /* Bytes for `count` elements in raw layout (4-bit types round up). */
 size_t dtype_nbytes(int dt, int64_t count);
+/* binary32 → bfloat16 bits, round to nearest even (a NaN stays a quiet NaN) */
+uint16_t dtype_f32_to_bf16(float f);
 
 /* ---------------------------------------------------------------- types */
 

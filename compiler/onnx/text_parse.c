@@ -474,14 +474,6 @@ static unsigned f32_to_f16(float f)
 	return sign | h;
 }
 
-static unsigned f32_to_bf16(float f)
-{
-	uint32_t x = f32_to_bits(f);
-	if ((x & 0x7fffffff) > 0x7f800000)
-		return (x >> 16) | 0x40;
-	return (x + 0x7fff + ((x >> 16) & 1)) >> 16;
-}
-
 static double f8_value(int dt, unsigned b)
 {
 	bool neg = b & 0x80;
@@ -553,7 +545,7 @@ static uint64_t float_to_bits(int dt, float f)
 {
 	switch (dt) {
 	case DT_FLOAT16: return f32_to_f16(f);
-	case DT_BFLOAT16: return f32_to_bf16(f);
+	case DT_BFLOAT16: return dtype_f32_to_bf16(f);
 	case DT_FLOAT8E4M3FN: case DT_FLOAT8E4M3FNUZ: case DT_FLOAT8E5M2: case DT_FLOAT8E5M2FNUZ:
 		return f32_to_f8(dt, f);
 	default: return f32_to_bits(f);

@@ -135,6 +135,18 @@ LLVMValueRef hg_dpbf16(HostGen *g, LLVMValueRef acc, LLVMValueRef a, LLVMValueRe
 	return hg_x86(g, "llvm.x86.avx512bf16.dpbf16ps.512", args, 3);
 }
 
+LLVMValueRef hg_bf16_load(HostGen *g, LLVMValueRef p, LLVMValueRef i)
+{
+	LLVMValueRef v = LLVMBuildLoad2(g->b, hg_t_bf16(g, 32), hg_gep(g, g->t_i32, p, i), "bfl");
+	LLVMSetAlignment(v, 4);
+	return v;
+}
+
+LLVMValueRef hg_bf16_bcast(HostGen *g, LLVMValueRef p, LLVMValueRef i)
+{
+	return LLVMBuildBitCast(g->b, hg_vsplat(g, hg_load(g, g->t_i32, p, i)), hg_t_bf16(g, 32), "bfb");
+}
+
 LLVMValueRef hg_vload_n(HostGen *g, LLVMValueRef p, LLVMValueRef i, LLVMValueRef n)
 {
 	LLVMTypeRef tys[2] = {g->t_vf, g->t_ptr};

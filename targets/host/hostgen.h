@@ -166,6 +166,11 @@ LLVMValueRef hg_x86(HostGen *g, const char *name, LLVMValueRef *args, int nargs)
 LLVMTypeRef hg_t_bf16(HostGen *g, unsigned lanes);
 LLVMValueRef hg_to_bf16(HostGen *g, LLVMValueRef v);
 LLVMValueRef hg_dpbf16(HostGen *g, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b);
+/* bf16 pairs addressed in 32-bit units (i: i64, p: any pointer):
+ *   hg_bf16_load   the <32 x bfloat> (16 pairs) at p + 4·i
+ *   hg_bf16_bcast  the pair at p + 4·i in every lane, as <32 x bfloat> */
+LLVMValueRef hg_bf16_load(HostGen *g, LLVMValueRef p, LLVMValueRef i);
+LLVMValueRef hg_bf16_bcast(HostGen *g, LLVMValueRef p, LLVMValueRef i);
 
 /* counted loop: for (iv = start; iv < end; iv += step), i64, step > 0.
  *   HgLoop l; LLVMValueRef i = hg_loop_begin(g, &l, start, end, step, "i");

@@ -600,18 +600,12 @@ static LLVMValueRef vmax(HostGen *g, LLVMValueRef a, LLVMValueRef b)
  * x·y lane-wise (fma), or acc + the pairs' dot product per lane (vdpbf16ps). */
 static LLVMValueRef ld32(HostGen *g, const Attn *a, LLVMValueRef p, LLVMValueRef i)
 {
-	if (!a->bf)
-		return hg_vload(g, p, i);
-	LLVMValueRef v = LLVMBuildLoad2(g->b, hg_t_bf16(g, 32), hg_gep(g, g->t_i32, p, i), "bfl");
-	LLVMSetAlignment(v, 4);
-	return v;
+	return a->bf ? hg_bf16_load(g, p, i) : hg_vload(g, p, i);
 }
 
 static LLVMValueRef bc32(HostGen *g, const Attn *a, LLVMValueRef p, LLVMValueRef i)
 {
-	if (!a->bf)
-		return hg_vbroadcast(g, p, i);
-	return LLVMBuildBitCast(g->b, hg_vsplat(g, hg_load(g, g->t_i32, p, i)), hg_t_bf16(g, 32), "bfb");
+	return a->bf ? hg_bf16_bcast(g, p, i) : hg_vbroadcast(g, p, i);
 }
 
 static LLVMValueRef madd(HostGen *g, const Attn *a, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef y)

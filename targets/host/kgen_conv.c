@@ -157,7 +157,7 @@ static void emit_conv(HostGen *g, const Stem *st, LLVMValueRef api, LLVMValueRef
                       int64_t s, int64_t Tout, LLVMValueRef wp, LLVMValueRef bias, LLVMValueRef out, int64_t ldout,
                       int64_t orow, LLVMValueRef pos, bool bin, bool bout, const char *name)
 {
-	LLVMTypeRef ein = bin ? hg_t_bf16(g, 0) : g->t_f32, v32 = hg_t_bf16(g, 32);
+	LLVMTypeRef ein = bin ? hg_t_bf16(g, 0) : g->t_f32;
 	const int64_t csteps = bin ? (Cin + 1) / 2 : Cin;   /* reduction steps per tap */
 	const int64_t vw = g->vw, Mr = st->Mr, NvMax = st->Nv, D = st->D, Dp = st->Dp;
 	const int64_t nvt = Dp / vw;                       /* vectors per row */
@@ -209,23 +209,12 @@ static void emit_conv(HostGen *g, const Stem *st, LLVMValueRef api, LLVMValueRef
 			LLVMValueRef wv[4];
 			for (int64_t v = 0; v < nv; v++) {
 				LLVMValueRef wi = add(g, wrow, ci(g, v * vw));
-				if (bin) {
-					wv[v] = LLVMBuildLoad2(g->b, v32, hg_gep(g, g->t_i32, cwp, wi), "wb");
-					LLVMSetAlignment(wv[v], 4);
-				} else {
-					wv[v] = hg_vload(g, cwp, wi);
-				}
+				wv[v] = bin ? hg_bf16_load(g, cwp, wi) : hg_vload(g, cwp, wi);
 			}
 			for (int64_t i = 0; i < Mr; i++) {
-				LLVMValueRef xb;
-				if (bin) {
-					LLVMValueRef xp = hg_gep(g, ein, rowp[i], add(g, ci(g, k * ldin), mul(g, c, ci(g, 2))));
-					LLVMValueRef x2 = LLVMBuildLoad2(g->b, g->t_i32, xp, "x2");
-					LLVMSetAlignment(x2, 4);
-					xb = LLVMBuildBitCast(g->b, hg_vsplat(g, x2), v32, "xb");
-				} else {
-					xb = hg_vbroadcast(g, rowp[i], add(g, ci(g, k * ldin), c));
-				}
+				/* bf16: pair c of tap k (ldin even), in 32-bit units */
+				LLVMValueRef xb = bin ? hg_bf16_bcast(g, rowp[i], add(g, ci(g, k * ldin / 2), c))
+				                      : hg_vbroadcast(g, rowp[i], add(g, ci(g, k * ldin), c));
 				for (int64_t v = 0; v < nv; v++)
 					hg_loop_next(g, &lc, acc[i][v], bin ? hg_dpbf16(g, acc[i][v], xb, wv[v]) : hg_fma(g, xb, wv[v], acc[i][v]));
 			}

@@ -236,15 +236,21 @@ static void fuse_epilogue(Node *n)
 static void blocking_for(HostGen *g, int mr, int nv, int mcmul, int64_t M, int64_t K, int64_t block, bool full_k,
                          HgBlocking *bl);
 
-/* IEEE binary32 → bfloat16, round to nearest even (as vcvtneps2bf16 for
- * finite values; a NaN stays a quiet NaN) */
-static uint16_t bf16_bits(float f)
+/* The chosen blocking on the node, for mm_read; with how it was chosen and the
+ * measured time, for manifest.json (host.c) */
+static void set_blocking(Node *n, const HgBlocking *bl)
 {
-	uint32_t u;
-	memcpy(&u, &f, sizeof u);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+	static const char *const hows[] = {"model", "autotune", "cache", "forced", NULL};
+	int hw = 0;
+	for (int i = 0; hows[i]; i++)
+		if (bl->how && !strcmp(bl->how, hows[i]))
+			hw = i;
+	node_add_attr(n, "host_mr", AT_INT)->i = bl->mr;
+	node_add_attr(n, "host_nv", AT_INT)->i = bl->nv;
+	node_add_attr(n, "host_mc", AT_INT)->i = bl->mc;
+	node_add_attr(n, "host_kc", AT_INT)->i = bl->kc;
+	node_add_attr(n, "host_tune", AT_INT)->i = hw;
+	node_add_attr(n, "host_tune_ms", AT_FLOAT)->f = (float)bl->ms;
 }
 
 /* --host-precision bf16 on float weights (bits 32, W a constant [K, N]): W is
@@ -278,11 +284,7 @@ static int pack_float_bf16(HostGen *g, Node *n, Diag *d)
 	}
 	if (bl.mc > 0 && mm.M <= bl.mr)
 		bl.mc = bl.kc = 0;
-	node_add_attr(n, "host_mr", AT_INT)->i = bl.mr;
-	node_add_attr(n, "host_nv", AT_INT)->i = bl.nv;
-	node_add_attr(n, "host_mc", AT_INT)->i = bl.mc;
-	node_add_attr(n, "host_kc", AT_INT)->i = bl.kc;
-	node_add_attr(n, "host_tune", AT_INT)->i = bl.how && !strcmp(bl.how, "forced") ? 3 : 0;
+	set_blocking(n, &bl);
 	node_add_attr(n, "host_bf16w", AT_INT)->i = 1;
 	if (mm_read(g, n, &mm, d) != WL_OK)
 		return WL_ERR;
@@ -294,17 +296,15 @@ static int pack_float_bf16(HostGen *g, Node *n, Diag *d)
 	uint16_t *ow = pw;
 	float *obias = pbias;
 	const void *w = B->init->data;
-	for (int s = 0; s < mm.nsplit; s++)
-		for (int64_t t = mm.tstart[s]; t < mm.tstart[s + 1]; t++)
-			for (int64_t j = 0; j < NR; j++) {
-				int64_t c = (t - mm.tstart[s]) * NR + j;
-				if (c >= mm.slen[s])
-					continue;   /* padding: zero weights and bias */
-				int64_t col = mm.soff[s] + c;
-				if (obias)
+	/* W row by row (contiguous reads: W may be an LM head of 100+ MB); a
+	 * split's columns past its width stay zero, as do the bias's */
+	for (int64_t k = 0; k < K; k++)
+		for (int s = 0; s < mm.nsplit; s++)
+			for (int64_t c = 0; c < mm.slen[s]; c++) {
+				int64_t t = mm.tstart[s] + c / NR, j = c % NR, col = mm.soff[s] + c;
+				ow[((t * KP + k / 2) * NR + j) * 2 + k % 2] = dtype_f32_to_bf16(load_f32(w, k * mm.N + col));
+				if (obias && k == 0)
 					obias[t * NR + j] = load_f32(bias->init->data, col);
-				for (int64_t k = 0; k < K; k++)
-					ow[((t * KP + k / 2) * NR + j) * 2 + k % 2] = bf16_bits(load_f32(w, k * mm.N + col));
 			}
 	node_set_input(n, 1, vw);
 	while (n->ninputs < 5)
@@ -336,7 +336,7 @@ static int pack_dot_bf16(HostGen *g, Node *n, Diag *d)
 	uint16_t *ow = pw;
 	for (int64_t c = 0; c < mm.N; c++)
 		for (int64_t k = 0; k < mm.K; k++)
-			ow[c * KB + k] = bf16_bits(load_f32(B->init->data, c * mm.K + k));
+			ow[c * KB + k] = dtype_f32_to_bf16(load_f32(B->init->data, c * mm.K + k));
 	node_set_input(n, 1, vw);
 	node_add_attr(n, "host_bf16w", AT_INT)->i = 1;
 	return WL_OK;
@@ -359,18 +359,7 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 		return WL_ERR;
 	if (hg_mm_blocking(g, n, mm.M, mm.K, mm.N, mm.block, mm.has_res, &bl, d) != WL_OK)
 		return WL_ERR;
-	node_add_attr(n, "host_mr", AT_INT)->i = bl.mr;
-	node_add_attr(n, "host_nv", AT_INT)->i = bl.nv;
-	node_add_attr(n, "host_mc", AT_INT)->i = bl.mc;
-	node_add_attr(n, "host_kc", AT_INT)->i = bl.kc;
-	/* for manifest.json (host.c): how it was chosen, the measured time */
-	static const char *const hows[] = {"model", "autotune", "cache", "forced", NULL};
-	int hw = 0;
-	for (int i = 0; hows[i]; i++)
-		if (bl.how && !strcmp(bl.how, hows[i]))
-			hw = i;
-	node_add_attr(n, "host_tune", AT_INT)->i = hw;
-	node_add_attr(n, "host_tune_ms", AT_FLOAT)->f = (float)bl.ms;
+	set_blocking(n, &bl);
 	if (mm_read(g, n, &mm, d) != WL_OK)
 		return WL_ERR;
 	const Value *B = n->inputs[1], *S = n->ninputs > 2 ? n->inputs[2] : NULL, *Z = n->ninputs > 3 ? n->inputs[3] : NULL;
@@ -621,11 +610,8 @@ static void tile_bf16w(HostGen *g, MM *mm, LLVMValueRef arow, int mr, LLVMValueR
 			for (int h = 0; h < NV; h++)
 				c[i][h] = hg_loop_carry(g, &lp, acc[i][h]);
 		LLVMValueRef w[4];
-		for (int h = 0; h < NV; h++) {
-			w[h] = LLVMBuildLoad2(b, v32, hg_gep(g, g->t_i32, wt, LLVMBuildAdd(b, LLVMBuildMul(b, p, hg_i64(g, mm->NR), ""),
-			                                                                 hg_i64(g, h * 16), "")), "wb");
-			LLVMSetAlignment(w[h], 4);
-		}
+		for (int h = 0; h < NV; h++)
+			w[h] = hg_bf16_load(g, wt, LLVMBuildAdd(b, LLVMBuildMul(b, p, hg_i64(g, mm->NR), ""), hg_i64(g, h * 16), ""));
 		for (int i = 0; i < mr; i++) {
 			LLVMValueRef ai = LLVMBuildAdd(b, LLVMBuildMul(b, p, hg_i64(g, 2), ""), hg_i64(g, (int64_t)i * mm->K), "");
 			LLVMValueRef pr;
@@ -772,7 +758,6 @@ static void panel_tile_bf16(HostGen *g, MM *mm, LLVMValueRef m0, LLVMValueRef ml
 {
 	LLVMBuilderRef b = g->b;
 	int NV = mm->NV;
-	LLVMTypeRef v32bf = hg_t_bf16(g, 32);
 	/* A pairs as i32: row (m0 − mlo + i), pair kc0/2 + p */
 	LLVMValueRef abase = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildSub(b, m0, mlo, ""), hg_i64(g, mm->KA / 2), ""),
 	                                  hg_i64(g, kc0 / 2), "");
@@ -784,14 +769,11 @@ static void panel_tile_bf16(HostGen *g, MM *mm, LLVMValueRef m0, LLVMValueRef ml
 			acc[i][h] = hg_loop_carry(g, &lk, hg_vconst(g, 0.0f));
 	LLVMValueRef w[4];
 	LLVMValueRef wo = LLVMBuildMul(b, p, hg_i64(g, mm->NR), "");
-	for (int h = 0; h < NV; h++) {
-		w[h] = LLVMBuildLoad2(b, v32bf, hg_gep(g, g->t_i32, Wp, LLVMBuildAdd(b, wo, hg_i64(g, h * 16), "")), "wb");
-		LLVMSetAlignment(w[h], 64);
-	}
+	for (int h = 0; h < NV; h++)
+		w[h] = hg_bf16_load(g, Wp, LLVMBuildAdd(b, wo, hg_i64(g, h * 16), ""));
 	for (int i = 0; i < mr; i++) {
 		LLVMValueRef ai = LLVMBuildAdd(b, abase, LLVMBuildAdd(b, p, hg_i64(g, (int64_t)i * (mm->KA / 2)), ""), "");
-		LLVMValueRef a = hg_load(g, g->t_i32, mm->Ab, ai);
-		LLVMValueRef av = LLVMBuildBitCast(b, hg_vsplat(g, a), v32bf, "ab");
+		LLVMValueRef av = hg_bf16_bcast(g, mm->Ab, ai);
 		for (int h = 0; h < NV; h++)
 			hg_loop_next(g, &lk, acc[i][h], hg_dpbf16(g, acc[i][h], av, w[h]));
 	}
