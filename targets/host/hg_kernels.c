@@ -19,6 +19,7 @@ static const HgKernel hg_kernels[OP_COUNT_] = {
 	[OP_WlGreedyArgMax] = {hg_emit_argmax, NULL},
 	[OP_Gelu] = {hg_emit_unary, NULL},
 	[OP_Exp] = {hg_emit_unary, NULL},
+	[OP_Pow] = {hg_emit_unary, NULL},
 	[OP_Cast] = {hg_emit_unary, NULL},
 	[OP_Identity] = {hg_emit_unary, NULL},
 	[OP_Add] = {hg_emit_binary, NULL},

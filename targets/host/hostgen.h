@@ -143,6 +143,7 @@ void hg_vstore_n(HostGen *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef i, LLV
 LLVMValueRef hg_vbroadcast(HostGen *g, LLVMValueRef p, LLVMValueRef i); /* splat of p[i] (float) */
 LLVMValueRef hg_vreduce_add(HostGen *g, LLVMValueRef v);   /* sum of lanes (reassociated) */
 LLVMValueRef hg_vreduce_max(HostGen *g, LLVMValueRef v);   /* max of lanes */
+LLVMValueRef hg_vreduce_max_rows(HostGen *g, LLVMValueRef *v, int n);   /* lane r: max of v[r]'s lanes */
 
 /* math on float scalars or vectors */
 LLVMValueRef hg_fma(HostGen *g, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c); /* a*b+c, llvm.fma */
@@ -150,6 +151,7 @@ LLVMValueRef hg_fmax(HostGen *g, LLVMValueRef a, LLVMValueRef b);  /* llvm.maxnu
 LLVMValueRef hg_fmin(HostGen *g, LLVMValueRef a, LLVMValueRef b);  /* llvm.minnum */
 LLVMValueRef hg_sqrt(HostGen *g, LLVMValueRef x);                  /* llvm.sqrt */
 LLVMValueRef hg_exp(HostGen *g, LLVMValueRef x);   /* inline polynomial (vectorizes), <= 2 ulp of libm (tested); exp(-inf) = 0, x < -87 → 0 */
+LLVMValueRef hg_exp2(HostGen *g, LLVMValueRef t);  /* inline polynomial, <= 2 ulp of libm (tested); 2^-inf = 0, t < -150 → 0 */
 LLVMValueRef hg_erf(HostGen *g, LLVMValueRef x);   /* inline polynomial, abs. err < 2e-7 */
 LLVMValueRef hg_gelu(HostGen *g, LLVMValueRef x);  /* 0.5·x·(1+erf(x/√2)) */
 LLVMValueRef hg_silu(HostGen *g, LLVMValueRef x);  /* x / (1 + exp(-x)) */

@@ -28,13 +28,15 @@
  *         rows x 2 vectors = 16 accumulators on AVX-512, 4 x 2 on AVX2): a
  *         broadcast-FMA micro-kernel over the head dimension streaming one
  *         contiguous Kt panel, stored to the Br x Bc stack tile P;
- *       - online softmax per row: + key bias, causal keys masked by index
- *         (−inf), the row max as a shuffle tree of vmaxps, m_new = max(m, ·);
- *         the rescale factors alpha_i = exp(m_i − m_new,i) of the Br rows as
- *         ONE vector exp; p = exp(s − m_new) (hg_exp: a polynomial on
- *         <vw x float>, <= 2 ulp of libm, 2^n by vscalefps on AVX-512;
- *         tests/oracle/test_host_kernels.py exp_libm) back into P; the
- *         lane-wise running sum l = alpha·l + Σ p;
+ *       - online softmax per row, in base 2 (the query scale carries
+ *         log2 e, so S holds s·log2 e and exp(s − m) = 2^(S − M)): + key
+ *         bias, causal keys masked by index (−inf), the Br row maxima as ONE
+ *         transposing shuffle tree of vmaxps (hg_vreduce_max_rows), m_new =
+ *         max(m, ·) as a vector of the Br rows; their rescale factors
+ *         alpha_i = 2^(m_i − m_new,i) as ONE vector exp2; p = 2^(s − m_new)
+ *         (hg_exp2: rint, a degree-6 polynomial on <vw x float>, <= 2 ulp of
+ *         libm, 2^n by vscalefps on AVX-512; tests/oracle/test_host_kernels.py
+ *         exp2_libm) back into P; the lane-wise running sum l = alpha·l + Σ p;
  *       - O = alpha·O + P V: O [Br, hdp] (stack) rescaled once per block
  *         (so per Bc keys, not per key) while it is loaded into the
  *         accumulators of the second broadcast-FMA micro-kernel, Br rows x
@@ -48,8 +50,9 @@
  *     Br output rows of hd floats (whole 64-byte lines when hd is a
  *     multiple of 16), so no two threads write one cache line.
  *     Cost (Whisper-tiny encoder, 6 heads x 1500 x 1500 x 64, AVX-512): per
- *     8 x 64 block 2048 vector FMAs against 32 vector exps, 8 row max trees,
- *     one alpha exp and 16 O loads / stores: 70–80 % of the FMA peak
+ *     8 x 64 block 4096 vector FMAs against 32 vector exp2 (10 operations
+ *     each), one 24-operation max tree, one alpha exp2 and 32 O loads /
+ *     stores: 75–85 % of the FMA peak
  *     (bench/host_attention.py; bench/RESULTS.md, measured on a loaded
  *     machine).
  *
@@ -647,7 +650,7 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	LLVMValueRef t0 = mul(g, qb, ci(g, Rt));
 	LLVMValueRef nv = nvalid(g, a, c);
 
-	/* query rows: scale · q (rounded, rotated), zero rows past T; O = 0,
+	/* query rows: scale·log2 e · q (rounded, rotated), zero rows past T; O = 0,
 	 * m = −FLT_MAX, l = 0 */
 	{
 		HgLoop lq;
@@ -661,7 +664,7 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		HgLoop le;
 		LLVMValueRef e = hg_loop_begin(g, &le, ci(g, 0), ci(g, a->hd), 1, "qe");
 		LLVMValueRef x = row_elem(g, a, src, e, a->rope, c[C_COS], c[C_SIN], crow);
-		x = LLVMBuildFMul(g->b, x, hg_f32(g, a->scale), "");
+		x = LLVMBuildFMul(g->b, x, hg_f32(g, a->scale * (float)M_LOG2E), "");
 		x = LLVMBuildSelect(g->b, valid, x, zero, "");
 		if (a->bf)
 			x = LLVMBuildFPTrunc(g->b, x, qty, "qbf");
@@ -746,10 +749,9 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	 * last key), m_new = max(m, max_j s), p = exp(s − m_new) into Ps; the
 	 * rescale factors alpha_i = exp(m_i − m_new,i) of all Br rows are one
 	 * vector exp */
-	LLVMValueRef s[MAXBR][MAXNC], m[MAXBR], mnew[MAXBR], dm = vzero;
+	LLVMValueRef s[MAXBR][MAXNC], mx[MAXBR], mnew[MAXBR];
 	for (int64_t i = 0; i < Br; i++) {
-		LLVMValueRef mx = NULL;
-		m[i] = hg_load(g, g->t_f32, Ms, ci(g, i));
+		mx[i] = NULL;
 		for (int64_t cc = 0; cc < NCB; cc++) {
 			s[i][cc] = LLVMBuildFAdd(g->b, hg_vload(g, Ps, ci(g, i * Bc + cc * vw)), bias[cc], "s");
 			if (a->causal) {
@@ -757,17 +759,20 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 				LLVMValueRef over = LLVMBuildICmp(g->b, LLVMIntSGT, jv[cc], hg_vsplat(g, lim), "");
 				s[i][cc] = LLVMBuildSelect(g->b, over, hg_vconst(g, -INFINITY), s[i][cc], "");
 			}
-			mx = mx ? vmax(g, mx, s[i][cc]) : s[i][cc];
+			mx[i] = mx[i] ? vmax(g, mx[i], s[i][cc]) : s[i][cc];
 		}
-		mnew[i] = vmax(g, m[i], hg_vreduce_max(g, mx));
-		dm = LLVMBuildInsertElement(g->b, dm, LLVMBuildFSub(g->b, m[i], mnew[i], ""), hg_i32(g, (int32_t)i), "");
 	}
-	LLVMValueRef av = hg_exp(g, dm), alpha[MAXBR];
+	/* lane i: row i's m and new max (lanes past Br unused) */
+	LLVMValueRef mold = hg_vload_n(g, Ms, ci(g, 0), ci(g, Br));
+	LLVMValueRef mnv = vmax(g, mold, hg_vreduce_max_rows(g, mx, (int)Br));
+	hg_vstore_n(g, mnv, Ms, ci(g, 0), ci(g, Br));
+	LLVMValueRef av = hg_exp2(g, LLVMBuildFSub(g->b, mold, mnv, "")), alpha[MAXBR];
 	for (int64_t i = 0; i < Br; i++) {
 		alpha[i] = LLVMBuildExtractElement(g->b, av, hg_i32(g, (int32_t)i), "alpha");
+		mnew[i] = LLVMBuildExtractElement(g->b, mnv, hg_i32(g, (int32_t)i), "mnew");
 		LLVMValueRef mv = hg_vsplat(g, mnew[i]), psum = NULL;
 		for (int64_t cc = 0; cc < NCB; cc++) {
-			LLVMValueRef p = hg_exp(g, LLVMBuildFSub(g->b, s[i][cc], mv, ""));
+			LLVMValueRef p = hg_exp2(g, LLVMBuildFSub(g->b, s[i][cc], mv, ""));
 			if (a->bf) {
 				LLVMValueRef st = LLVMBuildStore(g->b, hg_to_bf16(g, p), hg_gep(g, hg_t_bf16(g, 0), Pb, ci(g, i * Bc + cc * vw)));
 				LLVMSetAlignment(st, 2);
@@ -778,7 +783,6 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		}
 		LLVMValueRef lold = hg_vload(g, Ls, ci(g, i * vw));
 		hg_vstore(g, hg_fma(g, lold, hg_vsplat(g, alpha[i]), psum), Ls, ci(g, i * vw));
-		hg_store(g, mnew[i], Ms, ci(g, i));
 	}
 
 	/* O = alpha · O + P V, pvc vectors of the head dimension at a time */

@@ -1,5 +1,6 @@
 /* kgen_elementwise.c — host kernels: Add/Sub/Mul with broadcasting, Gelu
- * (erf or tanh form), SiLU, Exp (hg_exp), Cast/Identity (same dtype: copy), Gather along
+ * (erf or tanh form), SiLU, Exp (hg_exp), Pow with the constant base 2
+ * (hg_exp2), Cast/Identity (same dtype: copy), Gather along
  * axis 0 (embedding rows), GreedyArgMax, Reshape (a copy: the bytes do not
  * move), Transpose (any dtype; the output in rows of the plan's last dim,
  * targets/target.h target_transpose_plan: a memcpy per row when that dim
@@ -203,7 +204,7 @@ int hg_emit_binary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 
 /* ---------------------------------------------------------------- unary */
 
-enum { U_COPY, U_GELU, U_GELU_TANH, U_SILU, U_EXP };
+enum { U_COPY, U_GELU, U_GELU_TANH, U_SILU, U_EXP, U_EXP2 };
 
 typedef struct UnCtx { int kind; LLVMValueRef x, y, off; } UnCtx;
 
@@ -230,6 +231,7 @@ static void un_body(HostGen *g, void *vc, LLVMValueRef i, LLVMValueRef nv)
 	case U_GELU_TANH: y = gelu_tanh(g, x); break;
 	case U_SILU: y = hg_silu(g, x); break;
 	case U_EXP: y = hg_exp(g, x); break;
+	case U_EXP2: y = hg_exp2(g, x); break;
 	default: y = x; break;
 	}
 	vst(g, y, c->y, idx, nv);
@@ -239,7 +241,18 @@ int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 {
 	if (n->ninputs < 1 || n->noutputs != 1 || !n->inputs[0] || !n->outputs[0])
 		return diag_fail(d, "%s: node '%s': %s needs 1 input and 1 output", hg_model_name(g), n->name, n->op_type);
-	const Value *x = n->inputs[0], *y = n->outputs[0];
+	int xi = 0;   /* the argument slot of x */
+	if (n->op == OP_Pow) {
+		/* Pow(2, x) = 2^x: the base must be the scalar constant 2 */
+		const Value *base = n->inputs[0];
+		const Tensor *t = base->init;
+		if (n->ninputs != 2 || !n->inputs[1] || !t || t->dtype != DT_FLOAT || t->nbytes != 4 || !t->data ||
+		    *(const float *)t->data != 2.0f)
+			return diag_fail(d, "%s: node '%s': tensor '%s': Pow on host supports only the constant scalar base 2",
+			                 hg_model_name(g), n->name, base->name);
+		xi = 1;
+	}
+	const Value *x = n->inputs[xi], *y = n->outputs[0];
 	int64_t dims[8];
 	if (hg_dims(g, n, x, dims, d) < 0 || hg_dims(g, n, y, dims, d) < 0)
 		return WL_ERR;
@@ -250,7 +263,9 @@ int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	} else if (n->op == OP_WlSiLU) {
 		kind = U_SILU;
 	} else if (n->op == OP_Exp) {
-		kind = U_EXP;   /* hg_exp, the attention's exp (its error bound is tested through this op) */
+		kind = U_EXP;   /* hg_exp (its error bound is tested through this op) */
+	} else if (n->op == OP_Pow) {
+		kind = U_EXP2;  /* hg_exp2, the attention's softmax exponent (its bound is tested through this op) */
 	}
 	int64_t T = hg_numel(y);
 	if (hg_numel(x) != T)
@@ -271,7 +286,7 @@ int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		return WL_OK;
 	int64_t CH = 4096;
 	int64_t nt = (T + CH - 1) / CH;
-	LLVMValueRef caps[2] = {hg_arg(g, fn, 0), hg_arg(g, fn, n->ninputs)};
+	LLVMValueRef caps[2] = {hg_arg(g, fn, xi), hg_arg(g, fn, n->ninputs)};
 	HgPar p;
 	hg_par_begin(g, &p, hg_api(g, fn), hg_i64(g, nt), caps, 2, "un");
 	UnCtx c = {.kind = kind, .x = p.cap[0], .y = p.cap[1]};

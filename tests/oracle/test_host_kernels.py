@@ -3,8 +3,9 @@
 reference executor: each case is a one-node fused graph (textual ONNX),
 run with `wlower run MODEL.onnxtxt` (reference) and compiled with
 `wlower MODEL --target host -o DIR` + `wlower run DIR`; every output must
-reach PSNR >= 90 dB (and be finite). exp_libm: the vectorised exp of the
-softmax (hg_exp, through the host Exp kernel) within 2 ulp of libm.
+reach PSNR >= 90 dB (and be finite). exp_libm / exp2_libm: the vectorised
+exp (hg_exp, through the host Exp kernel) and the softmax's base-2 exponent
+(hg_exp2, through the host kernel of Pow(2, x)) within 2 ulp of libm.
 
 usage: test_host_kernels.py WLOWER WORKDIR [--only NAME,...] [--cpu CPU] [--bench]
   --bench: full-size Whisper-tiny kernels (encoder attention 6 heads x 1500 x 64,
@@ -294,14 +295,47 @@ def run_case(wl, work, name, text, feeds, reps=0, threads=None, cpu=None, flags=
 
 
 EXP_LO, EXP_HI, EXP_MAX_ULP = -87.0, 88.3762626647949, 2.0
+EXP2_LO, EXP2_HI = -126.0, 127.0
+
+
+def host_unary(wl, work, name, body, x, cpu=None):
+    """Compiles `y = BODY` over float[n] x for the host and runs it on x: y, or an error."""
+    n = x.size
+    text = ('<ir_version: 8, opset_import: ["" : 17]>\n'
+            "g (float[%d] x) => (float[%d] y) {\n%s\n}\n" % (n, n, body))
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "model.onnxtxt"), "w") as f:
+        f.write(text)
+    np.save(os.path.join(d, "x.npy"), x)
+    r = sh([wl, os.path.join(d, "model.onnxtxt"), "--target", "host", "-o", os.path.join(d, "mod")] +
+           (["--cpu", cpu] if cpu else []))
+    if r.returncode:
+        return None, "compile: " + r.stderr.strip()[-300:]
+    r = sh([wl, "run", os.path.join(d, "mod"), "--input", "x=" + os.path.join(d, "x.npy"),
+            "--output-dir", os.path.join(d, "host")])
+    if r.returncode:
+        return None, "host run: " + r.stderr.strip()[-300:]
+    return np.load(os.path.join(d, "host", "y.npy")).astype(np.float64), ""
+
+
+def ulp_check(x, y, lo, hi, fn):
+    """max ulp of y against fn (double) over x in [lo, hi]: (ok, message)"""
+    inr = (x >= np.float32(lo)) & (x <= np.float32(hi))
+    true = np.array([fn(float(v)) for v in x[inr]])
+    ulp = np.abs(y[inr] - true) / np.spacing(true.astype(np.float32)).astype(np.float64)
+    worst = int(np.argmax(ulp))
+    msg = "%d points in [%g, %g]: max %.2f ulp (x = %.9g), max rel err %.3g" % (
+        int(inr.sum()), lo, hi, float(ulp[worst]), float(x[inr][worst]), float(np.max(np.abs(y[inr] / true - 1))))
+    return bool(np.all(np.isfinite(y[inr]))) and float(ulp.max()) <= EXP_MAX_ULP, msg
 
 
 def exp_libm(wl, work, cpu=None):
-    """targets/host/hg_util.c hg_exp (the attention's softmax exp) through the
-    host Exp kernel against libm (math.exp in double): <= EXP_MAX_ULP ulp of
-    the float result over [EXP_LO, EXP_HI] (a dense grid, random points in
-    the softmax range [-87, 0], both ends), exactly 0 below EXP_LO and for
-    -inf, >= exp(EXP_HI) = 2.4e38 above EXP_HI (+inf past 88.72 with vscalefps), exp(0) = 1 exactly."""
+    """targets/host/hg_util.c hg_exp through the host Exp kernel against libm
+    (math.exp in double): <= EXP_MAX_ULP ulp of the float result over
+    [EXP_LO, EXP_HI] (a dense grid, random points in [-87, 0], both ends),
+    exactly 0 below EXP_LO and for -inf, >= exp(EXP_HI) = 2.4e38 above
+    EXP_HI (+inf past 88.72 with vscalefps), exp(0) = 1 exactly."""
     rng = np.random.default_rng(3)
     grid = np.linspace(EXP_LO, EXP_HI, 200001, dtype=np.float64).astype(np.float32)
     soft = (-rng.random(60000) * 87.0).astype(np.float32)
@@ -312,30 +346,11 @@ def exp_libm(wl, work, cpu=None):
                      dtype=np.float32)
     above = np.array([88.5, 89.0, 100.0, 1e30, np.inf], dtype=np.float32)
     x = np.concatenate([grid, soft, small, edge, below, above]).astype(np.float32)
-    n = x.size
-    text = ('<ir_version: 8, opset_import: ["" : 17]>\n'
-            "g (float[%d] x) => (float[%d] y) {\n   y = Exp (x)\n}\n" % (n, n))
-    d = os.path.join(work, "exp_libm")
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "model.onnxtxt"), "w") as f:
-        f.write(text)
-    np.save(os.path.join(d, "x.npy"), x)
-    r = sh([wl, os.path.join(d, "model.onnxtxt"), "--target", "host", "-o", os.path.join(d, "mod")] +
-           (["--cpu", cpu] if cpu else []))
-    if r.returncode:
-        return False, "compile: " + r.stderr.strip()[-300:]
-    r = sh([wl, "run", os.path.join(d, "mod"), "--input", "x=" + os.path.join(d, "x.npy"),
-            "--output-dir", os.path.join(d, "host")])
-    if r.returncode:
-        return False, "host run: " + r.stderr.strip()[-300:]
-    y = np.load(os.path.join(d, "host", "y.npy")).astype(np.float64)
-    inr = (x >= EXP_LO) & (x <= np.float32(EXP_HI))
-    true = np.array([math.exp(float(v)) for v in x[inr]])
-    ulp = np.abs(y[inr] - true) / np.spacing(true.astype(np.float32)).astype(np.float64)
-    worst = int(np.argmax(ulp))
-    msgs = ["%d points in [%g, %g]: max %.2f ulp (x = %.9g), max rel err %.3g" % (
-        int(inr.sum()), EXP_LO, EXP_HI, float(ulp[worst]), float(x[inr][worst]), float(np.max(np.abs(y[inr] / true - 1))))]
-    ok = bool(np.all(np.isfinite(y[inr]))) and float(ulp.max()) <= EXP_MAX_ULP
+    y, err = host_unary(wl, work, "exp_libm", "   y = Exp (x)", x, cpu)
+    if y is None:
+        return False, err
+    ok, msg = ulp_check(x, y, EXP_LO, EXP_HI, math.exp)
+    msgs = [msg]
     over = y[x > np.float32(EXP_HI)]   # exp(x) or +inf (AVX-512: vscalefps), exp(EXP_HI) (AVX2: clamped)
     if over.size != above.size or not np.all(over >= 2.4e38):
         ok = False
@@ -347,6 +362,46 @@ def exp_libm(wl, work, cpu=None):
     if y[grid.size + soft.size + small.size + 2] != 1.0:
         ok = False
         msgs.append("exp(0) = %r" % y[grid.size + soft.size + small.size + 2])
+    return ok, "; ".join(msgs)
+
+
+def exp2_libm(wl, work, cpu=None):
+    """targets/host/hg_util.c hg_exp2 (the attention's softmax exponent, base
+    2) through the host kernel of Pow(2, x) against libm (2.0 ** x in
+    double): <= EXP_MAX_ULP ulp over [EXP2_LO, EXP2_HI] (a dense grid, random
+    points in the softmax range [-150, 0], both ends); in [0, 2^-126] from
+    -150 to EXP2_LO (subnormal, or 0 on AVX2); exactly 0 at and below -150
+    and for -inf; >= 2^127 above EXP2_HI (+inf past 128 with vscalefps);
+    2^0 = 1 exactly."""
+    rng = np.random.default_rng(5)
+    grid = np.linspace(EXP2_LO, EXP2_HI, 200001, dtype=np.float64).astype(np.float32)
+    soft = (-rng.random(60000) * 150.0).astype(np.float32)
+    small = (rng.standard_normal(20000) * 1e-3).astype(np.float32)
+    edge = np.array([0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5, np.nextafter(np.float32(0.5), np.float32(1)),
+                     np.nextafter(np.float32(-0.5), np.float32(-1)), EXP2_LO, EXP2_HI], dtype=np.float32)
+    below = np.array([-np.inf, -3.4028235e38, -1e4, -200.0, -150.5, -150.0], dtype=np.float32)
+    above = np.array([127.5, 128.5, 1e4, np.inf], dtype=np.float32)
+    x = np.concatenate([grid, soft, small, edge, below, above]).astype(np.float32)
+    y, err = host_unary(wl, work, "exp2_libm", '   two = Constant <value = float {2.0}> ()\n   y = Pow (two, x)', x, cpu)
+    if y is None:
+        return False, err
+    ok, msg = ulp_check(x, y, EXP2_LO, EXP2_HI, lambda v: 2.0 ** v)
+    msgs = [msg]
+    sub = y[(x < np.float32(EXP2_LO)) & (x > -150.0)]
+    if not np.all((sub >= 0) & (sub <= 2.0 ** -126)):
+        ok = False
+        msgs.append("in (-150, %g) outside [0, 2^-126]: %s" % (EXP2_LO, sub[(sub < 0) | (sub > 2.0 ** -126)][:4]))
+    under = y[x <= -150.0]
+    if under.size != below.size or not np.all(under == 0.0):
+        ok = False
+        msgs.append("at or below -150 not 0: %s" % under[under != 0][:4])
+    over = y[x > np.float32(EXP2_HI)]
+    if over.size != above.size or not np.all(over >= 2.0 ** 127):
+        ok = False
+        msgs.append("above %g: %s" % (EXP2_HI, over[:4]))
+    if y[grid.size + soft.size + small.size] != 1.0 or y[grid.size + soft.size + small.size + 1] != 1.0:
+        ok = False
+        msgs.append("2^0 = %r" % y[grid.size + soft.size + small.size])
     return ok, "; ".join(msgs)
 
 
@@ -375,10 +430,11 @@ def main():
                                                          ms[0] if ms else "-", ms[1] if ms else "-"))
         return 0
     fails = 0
-    if not only or "exp_libm" in only:
-        ok, msg = exp_libm(a.wlower, a.work, a.cpu)
-        print("%s: exp_libm: %s" % ("PASS" if ok else "FAIL", msg))
-        fails += not ok
+    for name, fn in (("exp_libm", exp_libm), ("exp2_libm", exp2_libm)):
+        if not only or name in only:
+            ok, msg = fn(a.wlower, a.work, a.cpu)
+            print("%s: %s: %s" % ("PASS" if ok else "FAIL", name, msg))
+            fails += not ok
     for name, text, feeds in cases(rng):
         if only and name not in only:
             continue
