@@ -200,6 +200,13 @@ def cases(rng):
         whisper_attn("wa_xdec_b2_odd_hd", B=2, T=2, S=50, H=3, hd=6, bhsd=True, rng=rng),
         whisper_attn("wa_xdec_hd8", T=3, S=33, H=2, hd=8, bhsd=True, rng=rng),
         whisper_attn("wa_xdec_hd80", T=1, S=70, H=2, hd=80, bhsd=True, rng=rng),
+        # the same over bsd K/V [B, S, D] (a prefill's cross-attention: rows of one
+        # head D apart): Whisper's shape, 2 batches, hd 8 (below a vector: no key
+        # packing across rows D apart), a masked head-dim tail
+        whisper_attn("wa_xdec_bsd_prefill", T=4, S=1500, H=6, hd=64, rng=rng),
+        whisper_attn("wa_xdec_bsd_b2", B=2, T=2, S=45, H=3, hd=16, rng=rng),
+        whisper_attn("wa_xdec_bsd_hd8", T=3, S=33, H=2, hd=8, rng=rng),
+        whisper_attn("wa_xdec_bsd_hd20", T=1, S=70, H=2, hd=20, rng=rng),
         whisper_attn("wa_past", T=1, S=1, P=20, causal=1, rng=rng),
         whisper_attn("wa_past_t4", T=4, S=4, P=7, causal=1, rng=rng),
         whisper_attn("wa_fp16", T=20, S=20, fp16=1, rng=rng),
