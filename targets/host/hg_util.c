@@ -201,14 +201,32 @@ LLVMValueRef hg_vreduce_max(HostGen *g, LLVMValueRef v)
 	return LLVMBuildExtractElement(g->b, v, hg_i32(g, 0), "");
 }
 
-/* Lane r (r < n) of the result: the max of the lanes of v[r] (n <= lanes;
- * the other lanes are unspecified). A transposing shuffle tree: two vectors
- * whose rows each hold a segment of S lanes become one whose rows hold S/2
- * (two two-source shuffles, one vmaxps), until one vector holds every row;
- * then a butterfly within the segments and one shuffle to gather lane r·S
- * into lane r. For 8 rows of 16 lanes: 24 vector operations, where 8
- * hg_vreduce_max take 64 and 8 inserts. */
-LLVMValueRef hg_vreduce_max_rows(HostGen *g, LLVMValueRef *v, int n)
+/* Two vectors of `rows` rows each (a segment of S = lanes/rows lanes per
+ * row) → one of 2·rows rows, a's then b's, each the sum (max) of its
+ * segment's two halves: two two-source shuffles and one vaddps / vmaxps. */
+LLVMValueRef hg_rows_merge(HostGen *g, LLVMValueRef a, LLVMValueRef b, int rows, bool max)
+{
+	unsigned vw = LLVMGetVectorSize(LLVMTypeOf(a)), S = vw / (unsigned)rows;
+	WL_ASSERT(S >= 2 && vw <= 64);
+	LLVMValueRef lo[64], hi[64];
+	for (unsigned l = 0; l < vw; l++) {
+		/* result lane l: row l / (S/2) of the pair, offset l % (S/2) */
+		unsigned row = l / (S / 2), off = l % (S / 2);
+		unsigned src = row < (unsigned)rows ? row * S : vw + (row - (unsigned)rows) * S;
+		lo[l] = hg_i32(g, (int32_t)(src + off));
+		hi[l] = hg_i32(g, (int32_t)(src + S / 2 + off));
+	}
+	LLVMValueRef x = LLVMBuildShuffleVector(g->b, a, b, LLVMConstVector(lo, vw), "");
+	LLVMValueRef y = LLVMBuildShuffleVector(g->b, a, b, LLVMConstVector(hi, vw), "");
+	return max ? fast_max(g, x, y) : LLVMBuildFAdd(g->b, x, y, "");
+}
+
+/* Lane r (r < n) of the result: the sum (max) of the lanes of v[r] (n <=
+ * lanes; the other lanes are unspecified). A transposing shuffle tree of
+ * hg_rows_merge until one vector holds every row, then a butterfly within
+ * the segments and one shuffle to gather lane r·S into lane r. 8 rows of 16
+ * lanes: 24 vector operations, where 8 hg_vreduce_max take 64 and 8 inserts. */
+static LLVMValueRef reduce_rows(HostGen *g, LLVMValueRef *v, int n, bool max)
 {
 	unsigned vw = LLVMGetVectorSize(LLVMTypeOf(v[0]));
 	int R = 1;
@@ -218,35 +236,30 @@ LLVMValueRef hg_vreduce_max_rows(HostGen *g, LLVMValueRef *v, int n)
 	LLVMValueRef cur[64];
 	for (int r = 0; r < R; r++)
 		cur[r] = v[r < n ? r : 0];
-	unsigned S = vw;   /* lanes per row in each vector of cur */
-	int rows = 1;      /* rows per vector */
-	for (int cnt = R; cnt > 1; cnt /= 2, S /= 2, rows *= 2) {
-		for (int k = 0; k < cnt / 2; k++) {
-			LLVMValueRef lo[64], hi[64];
-			for (unsigned l = 0; l < vw; l++) {
-				/* result lane l: row l / (S/2) of the pair (a's rows, then b's), offset l % (S/2) */
-				unsigned row = l / (S / 2), off = l % (S / 2);
-				unsigned src = row < (unsigned)rows ? row * S : vw + (row - rows) * S;
-				lo[l] = hg_i32(g, (int32_t)(src + off));
-				hi[l] = hg_i32(g, (int32_t)(src + S / 2 + off));
-			}
-			LLVMValueRef a = cur[2 * k], b = cur[2 * k + 1];
-			cur[k] = fast_max(g, LLVMBuildShuffleVector(g->b, a, b, LLVMConstVector(lo, vw), ""),
-			                  LLVMBuildShuffleVector(g->b, a, b, LLVMConstVector(hi, vw), ""));
-		}
-	}
+	int rows = 1;      /* rows per vector of cur */
+	for (int cnt = R; cnt > 1; cnt /= 2, rows *= 2)
+		for (int k = 0; k < cnt / 2; k++)
+			cur[k] = hg_rows_merge(g, cur[2 * k], cur[2 * k + 1], rows, max);
+	unsigned S = vw / (unsigned)R;
 	LLVMValueRef x = cur[0], idx[64];
 	for (unsigned w = S / 2; w >= 1; w /= 2) {
 		for (unsigned l = 0; l < vw; l++)
 			idx[l] = hg_i32(g, (int32_t)(l ^ w));
-		x = fast_max(g, x, LLVMBuildShuffleVector(g->b, x, x, LLVMConstVector(idx, vw), ""));
+		LLVMValueRef y = LLVMBuildShuffleVector(g->b, x, x, LLVMConstVector(idx, vw), "");
+		x = max ? fast_max(g, x, y) : LLVMBuildFAdd(g->b, x, y, "");
 	}
 	if (S == 1)
 		return x;
 	for (unsigned l = 0; l < vw; l++)
 		idx[l] = hg_i32(g, (int32_t)((l < (unsigned)R ? l : 0) * S));
-	return LLVMBuildShuffleVector(g->b, x, x, LLVMConstVector(idx, vw), "rowmax");
+	return LLVMBuildShuffleVector(g->b, x, x, LLVMConstVector(idx, vw), "rows");
 }
+
+LLVMValueRef hg_vreduce_max_rows(HostGen *g, LLVMValueRef *v, int n)
+{
+	return reduce_rows(g, v, n, true);
+}
+
 
 /* ---------------------------------------------------------------- math */
 

@@ -144,6 +144,7 @@ LLVMValueRef hg_vbroadcast(HostGen *g, LLVMValueRef p, LLVMValueRef i); /* splat
 LLVMValueRef hg_vreduce_add(HostGen *g, LLVMValueRef v);   /* sum of lanes (reassociated) */
 LLVMValueRef hg_vreduce_max(HostGen *g, LLVMValueRef v);   /* max of lanes */
 LLVMValueRef hg_vreduce_max_rows(HostGen *g, LLVMValueRef *v, int n);   /* lane r: max of v[r]'s lanes */
+LLVMValueRef hg_rows_merge(HostGen *g, LLVMValueRef a, LLVMValueRef b, int rows, bool max);   /* 2·rows rows of half the lanes */
 
 /* math on float scalars or vectors */
 LLVMValueRef hg_fma(HostGen *g, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c); /* a*b+c, llvm.fma */

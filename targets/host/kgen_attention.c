@@ -902,30 +902,19 @@ static LLVMValueRef dec_qk(HostGen *g, const Attn *a, LLVMValueRef kp, LLVMValue
 	return acc;
 }
 
-/* The scores of keys j0 .. j0+cnt-1 (cnt a power of two <= vw): the q·k
- * vectors of the keys reduced by a transpose tree, in key order — X holds
- * cnt/2 keys' partial sums in blocks of b = 2·vw/cnt lanes, Y the next cnt/2;
- * lo/hi take the first/second half of each block, X's blocks then Y's, and
- * lo + hi holds cnt keys in blocks of b/2. One vector of vw sums at cnt = vw
- * (vw − 1 two-source shuffles pairs instead of vw lane reductions). */
+/* The scores of keys j0 .. j0+cnt-1 (cnt a power of two <= vw), in key
+ * order: the q·k vectors of the keys reduced by a transposing shuffle tree,
+ * depth first (the first half's cnt/2 keys, then the second half's, merged
+ * by hg_rows_merge), so few partial vectors are live at once. One vector of
+ * vw sums at cnt = vw (vw − 1 merges instead of vw lane reductions). */
 static LLVMValueRef dec_keys(HostGen *g, const Attn *a, LLVMValueRef kp, LLVMValueRef *qv, LLVMValueRef j0,
                              int64_t cnt, LLVMValueRef n)
 {
 	if (cnt == 1)
 		return dec_qk(g, a, kp, qv, j0, n);
-	int64_t vw = g->vw, half = cnt / 2, b = vw / half;
-	LLVMValueRef x = dec_keys(g, a, kp, qv, j0, half, n);
-	LLVMValueRef y = dec_keys(g, a, kp, qv, add(g, j0, ci(g, half)), half, n);
-	LLVMValueRef mlo[64], mhi[64];
-	for (int64_t m = 0; m < cnt; m++)
-		for (int64_t i = 0; i < b / 2; i++) {
-			int64_t src = m < half ? m * b + i : vw + (m - half) * b + i;
-			mlo[m * (b / 2) + i] = hg_i32(g, (int32_t)src);
-			mhi[m * (b / 2) + i] = hg_i32(g, (int32_t)(src + b / 2));
-		}
-	LLVMValueRef lo = LLVMBuildShuffleVector(g->b, x, y, LLVMConstVector(mlo, (unsigned)vw), "");
-	LLVMValueRef hi = LLVMBuildShuffleVector(g->b, x, y, LLVMConstVector(mhi, (unsigned)vw), "");
-	return LLVMBuildFAdd(g->b, lo, hi, "");
+	LLVMValueRef x = dec_keys(g, a, kp, qv, j0, cnt / 2, n);
+	LLVMValueRef y = dec_keys(g, a, kp, qv, add(g, j0, ci(g, cnt / 2)), cnt / 2, n);
+	return hg_rows_merge(g, x, y, (int)(cnt / 2), false);
 }
 
 /* Head dimensions smaller than a vector that divide it (stories260K: 8 of
