@@ -147,6 +147,23 @@ LLVMValueRef hg_bf16_bcast(HostGen *g, LLVMValueRef p, LLVMValueRef i)
 	return LLVMBuildBitCast(g->b, hg_vsplat(g, hg_load(g, g->t_i32, p, i)), hg_t_bf16(g, 32), "bfb");
 }
 
+LLVMValueRef hg_bf16_to_f32(HostGen *g, LLVMValueRef p, LLVMValueRef i, int64_t n)
+{
+	LLVMTypeRef t16 = LLVMInt16TypeInContext(g->ctx), vi16 = LLVMVectorType(t16, (unsigned)g->vw);
+	LLVMValueRef ptr = hg_gep(g, t16, p, i), x;
+	if (n >= g->vw) {
+		x = LLVMBuildLoad2(g->b, vi16, ptr, "bfrow");
+		LLVMSetAlignment(x, 2);
+	} else {
+		LLVMTypeRef tys[2] = {vi16, g->t_ptr};
+		LLVMValueRef a[4] = {ptr, hg_i32(g, 2), lane_mask(g, hg_i64(g, n)), LLVMConstNull(vi16)};
+		x = intr(g, "llvm.masked.load", tys, 2, a, 4);
+	}
+	x = LLVMBuildZExt(g->b, x, LLVMVectorType(g->t_i32, (unsigned)g->vw), "");
+	x = LLVMBuildShl(g->b, x, hg_vsplat(g, hg_i32(g, 16)), "");
+	return LLVMBuildBitCast(g->b, x, g->t_vf, "bf2f");
+}
+
 LLVMValueRef hg_vload_n(HostGen *g, LLVMValueRef p, LLVMValueRef i, LLVMValueRef n)
 {
 	LLVMTypeRef tys[2] = {g->t_vf, g->t_ptr};

@@ -174,6 +174,9 @@ LLVMValueRef hg_dpbf16(HostGen *g, LLVMValueRef acc, LLVMValueRef a, LLVMValueRe
  *   hg_bf16_bcast  the pair at p + 4·i in every lane, as <32 x bfloat> */
 LLVMValueRef hg_bf16_load(HostGen *g, LLVMValueRef p, LLVMValueRef i);
 LLVMValueRef hg_bf16_bcast(HostGen *g, LLVMValueRef p, LLVMValueRef i);
+/* n (<= lanes; fewer: a masked load) bf16 at p[i] (i: i64, in bf16 elements)
+ * widened to <lanes x float> (exact: the bits shifted up by 16) */
+LLVMValueRef hg_bf16_to_f32(HostGen *g, LLVMValueRef p, LLVMValueRef i, int64_t n);
 
 /* counted loop: for (iv = start; iv < end; iv += step), i64, step > 0.
  *   HgLoop l; LLVMValueRef i = hg_loop_begin(g, &l, start, end, step, "i");

@@ -1,7 +1,8 @@
 /* kgen_elementwise.c — host kernels: Add/Sub/Mul with broadcasting, Gelu
  * (erf or tanh form), SiLU, Exp (hg_exp), Pow with the constant base 2
  * (hg_exp2), Cast/Identity (same dtype: copy), Gather along
- * axis 0 (embedding rows), GreedyArgMax, Reshape (a copy: the bytes do not
+ * axis 0 (embedding rows; with --host-precision bf16 a tied table's rows are
+ * read from the LM head's bf16 copy and widened), GreedyArgMax, Reshape (a copy: the bytes do not
  * move), Transpose (any dtype; the output in rows of the plan's last dim,
  * targets/target.h target_transpose_plan: a memcpy per row when that dim
  * is contiguous in the input, else an element loop; rows across the pool).
@@ -384,6 +385,21 @@ int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		                 ind->name);
 	int64_t V = dd[0], nidx = hg_numel(ind);
 	int64_t row = (int64_t)dtype_nbytes(data->type.elem, hg_numel(data) / (V ? V : 1));
+	/* --host-precision bf16, a tied table (kgen_matmul.c pack_dot_bf16): data
+	 * is the LM head's bf16 copy, V rows of `stride` uint16 of which the
+	 * output row's first D are widened to float */
+	int64_t bfv = attr_int(n, "host_bf16_rows", 0), bfs = attr_int(n, "host_bf16_stride", 0), D = 0;
+	if (bfv > 0) {
+		int64_t od[8];
+		int orank = hg_dims(g, n, n->outputs[0], od, d);
+		if (orank < 1)
+			return WL_ERR;
+		D = od[orank - 1];
+		if (data->type.elem != DT_UINT16 || bfs < D || hg_numel(data) != bfv * bfs || hg_numel(n->outputs[0]) != nidx * D)
+			return diag_fail(d, "%s: node '%s': tensor '%s': not the bf16 rows of a tied table", hg_model_name(g),
+			                 n->name, data->name);
+		V = bfv;
+	}
 	if (nidx == 0)
 		return WL_OK;
 	LLVMTypeRef it = ind->type.elem == DT_INT64 ? g->t_i64 : g->t_i32;
@@ -397,9 +413,21 @@ int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	/* [-V, V) or an error naming the tensor (one compare + branch per id);
 	 * negative ids count from the end */
 	k = hg_index_check(g, fn, site, i, k, V, 0);
-	LLVMValueRef s = hg_gep(g, g->t_i8, src, LLVMBuildMul(g->b, k, hg_i64(g, row), ""));
-	LLVMValueRef t = hg_gep(g, g->t_i8, dst, LLVMBuildMul(g->b, i, hg_i64(g, row), ""));
-	LLVMBuildMemCpy(g->b, t, 1, s, 1, hg_i64(g, row));
+	if (bfv > 0) {
+		LLVMValueRef s = hg_gep(g, hg_t_bf16(g, 0), src, LLVMBuildMul(g->b, k, hg_i64(g, bfs), ""));
+		LLVMValueRef t = hg_gepf(g, dst, LLVMBuildMul(g->b, i, hg_i64(g, D), ""));
+		for (int64_t e = 0; e < D; e += g->vw) {
+			LLVMValueRef x = hg_bf16_to_f32(g, s, hg_i64(g, e), D - e < g->vw ? D - e : g->vw);
+			if (D - e >= g->vw)
+				hg_vstore(g, x, t, hg_i64(g, e));
+			else
+				hg_vstore_n(g, x, t, hg_i64(g, e), hg_i64(g, D - e));
+		}
+	} else {
+		LLVMValueRef s = hg_gep(g, g->t_i8, src, LLVMBuildMul(g->b, k, hg_i64(g, row), ""));
+		LLVMValueRef t = hg_gep(g, g->t_i8, dst, LLVMBuildMul(g->b, i, hg_i64(g, row), ""));
+		LLVMBuildMemCpy(g->b, t, 1, s, 1, hg_i64(g, row));
+	}
 	hg_loop_end(g, &l);
 	return WL_OK;
 }

@@ -40,7 +40,9 @@
  * bf16 pair panels and multiplies them by vdpbf16ps (panel_tile_bf16);
  * constant float weights are rounded at compile time into those panels
  * (pack_float_bf16: panel and in-register paths) or, with trans_b, into bf16
- * rows (pack_dot_bf16). docs/host-contracts.md has the layouts.
+ * rows (pack_dot_bf16; a tied table's embedding Gathers then read those rows
+ * too, and the float table is dropped when nothing else reads it).
+ * docs/host-contracts.md has the layouts.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -339,6 +341,18 @@ static int pack_dot_bf16(HostGen *g, Node *n, Diag *d)
 			ow[c * KB + k] = dtype_f32_to_bf16(load_f32(B->init->data, c * mm.K + k));
 	node_set_input(n, 1, vw);
 	node_add_attr(n, "host_bf16w", AT_INT)->i = 1;
+	/* a tied table: the embedding Gathers of W read the bf16 rows too
+	 * (hg_emit_gather widens them), so W itself leaves weights.bin when it
+	 * has no other user */
+	for (int u = B->nusers - 1; u >= 0; u--) {
+		Node *gn = B->users[u].node;
+		if (gn->op != OP_Gather || B->users[u].slot != 0 || attr_int(gn, "axis", 0) != 0 || gn->noutputs != 1 ||
+		    !gn->outputs[0] || gn->outputs[0]->type.elem != DT_FLOAT)
+			continue;
+		node_set_input(gn, 0, vw);
+		node_add_attr(gn, "host_bf16_rows", AT_INT)->i = mm.N;
+		node_add_attr(gn, "host_bf16_stride", AT_INT)->i = KB;
+	}
 	return WL_OK;
 }
 

@@ -167,6 +167,20 @@ def mm_epilogue(name, rng, bits=4, M=21, K=64, N=48, trans_b=0, gelu=True, res="
     return name, graph(nodes, ins, inits, outs), ins
 
 
+def tied(name, rng, V=37, K=40, T=3, extra=False):
+    """A tied table: the embedding Gather of W [V, K] and the LM head (bits 32,
+    trans_b) read the same W; extra: W also feeds a Mul (a graph output)."""
+    ids = np.array([[0, V - 1] + list(rng.integers(-V, V, T - 2))], dtype=np.int64)
+    inits = {"w": rnd(rng, (V, K), 0.3)}
+    nodes = ["e = Gather <axis = 0> (w, ids)", "h = Mul (e, e)",
+             "y = ai.wlower.MatMulNBits <K = %d, N = %d, bits = 32, trans_b = 1> (h, w)" % (K, V)]
+    outs = [("e", "float", (1, T, K)), ("y", "float", (1, T, V))]
+    if extra:
+        nodes.append("w2 = Mul (w, w)")
+        outs.append(("w2", "float", (V, K)))
+    return name, graph(nodes, {"ids": ids}, inits, outs), {"ids": ids}
+
+
 def norm(name, rng, op="LayerNormalization", shape=(2, 5, 48), bias=True):
     D = shape[-1]
     x = rnd(rng, shape, 2.0) + 0.5
@@ -330,6 +344,11 @@ def mm_variant_cases(rng):
         # by vdpbf16ps over K rounded up to 32; K and N tails, M below and above 4
         out.append(mm32("mm32_bf16_transb", rng, M=3, K=40, N=37, trans_b=1) + (dict(bf),))
         out.append(mm_epilogue("mm32_bf16_transb_gelu_res", rng, bits=32, trans_b=1, M=21, K=70, N=37) + (dict(bf),))
+        # a tied table: the embedding Gather reads the head's bf16 rows (widened; negative
+        # ids, a K tail), the float table leaves weights.bin; with a third user it stays
+        out.append(tied("tied_bf16", rng) + (dict(bf),))
+        out.append(tied("tied_bf16_k384", rng, V=300, K=384, T=5) + (dict(bf),))
+        out.append(tied("tied_bf16_extra", rng, extra=True) + (dict(bf),))
     for mr, nv in ((6, 2), (4, 3), (3, 3)):
         out.append(mm4_multi("mm4_avx2_tile%dx%d" % (mr, nv), rng,
                              opts=forced("%d,%d,%d,32" % (mr, nv, 2 * mr), cpu="x86-64-v3")))
