@@ -238,12 +238,12 @@ LLVMValueRef hg_rows_merge(HostGen *g, LLVMValueRef a, LLVMValueRef b, int rows,
 	return max ? fast_max(g, x, y) : LLVMBuildFAdd(g->b, x, y, "");
 }
 
-/* Lane r (r < n) of the result: the sum (max) of the lanes of v[r] (n <=
- * lanes; the other lanes are unspecified). A transposing shuffle tree of
+/* Lane r (r < n) of the result: the max of the lanes of v[r] (n <= lanes;
+ * the other lanes are unspecified). A transposing shuffle tree of
  * hg_rows_merge until one vector holds every row, then a butterfly within
  * the segments and one shuffle to gather lane r·S into lane r. 8 rows of 16
  * lanes: 24 vector operations, where 8 hg_vreduce_max take 64 and 8 inserts. */
-static LLVMValueRef reduce_rows(HostGen *g, LLVMValueRef *v, int n, bool max)
+LLVMValueRef hg_vreduce_max_rows(HostGen *g, LLVMValueRef *v, int n)
 {
 	unsigned vw = LLVMGetVectorSize(LLVMTypeOf(v[0]));
 	int R = 1;
@@ -256,27 +256,20 @@ static LLVMValueRef reduce_rows(HostGen *g, LLVMValueRef *v, int n, bool max)
 	int rows = 1;      /* rows per vector of cur */
 	for (int cnt = R; cnt > 1; cnt /= 2, rows *= 2)
 		for (int k = 0; k < cnt / 2; k++)
-			cur[k] = hg_rows_merge(g, cur[2 * k], cur[2 * k + 1], rows, max);
+			cur[k] = hg_rows_merge(g, cur[2 * k], cur[2 * k + 1], rows, true);
 	unsigned S = vw / (unsigned)R;
 	LLVMValueRef x = cur[0], idx[64];
 	for (unsigned w = S / 2; w >= 1; w /= 2) {
 		for (unsigned l = 0; l < vw; l++)
 			idx[l] = hg_i32(g, (int32_t)(l ^ w));
-		LLVMValueRef y = LLVMBuildShuffleVector(g->b, x, x, LLVMConstVector(idx, vw), "");
-		x = max ? fast_max(g, x, y) : LLVMBuildFAdd(g->b, x, y, "");
+		x = fast_max(g, x, LLVMBuildShuffleVector(g->b, x, x, LLVMConstVector(idx, vw), ""));
 	}
 	if (S == 1)
 		return x;
 	for (unsigned l = 0; l < vw; l++)
 		idx[l] = hg_i32(g, (int32_t)((l < (unsigned)R ? l : 0) * S));
-	return LLVMBuildShuffleVector(g->b, x, x, LLVMConstVector(idx, vw), "rows");
+	return LLVMBuildShuffleVector(g->b, x, x, LLVMConstVector(idx, vw), "rowmax");
 }
-
-LLVMValueRef hg_vreduce_max_rows(HostGen *g, LLVMValueRef *v, int n)
-{
-	return reduce_rows(g, v, n, true);
-}
-
 
 /* ---------------------------------------------------------------- math */
 
