@@ -10,7 +10,9 @@
 #                      151936-wide LM head), 4-bit
 # (4-bit = `wlower quantize --nbits 4 --block-size 32`; ORT runs the same file.)
 # Prints, per graph: median latency of each (median over ROUNDS of each round's
-# median of REPS timed runs), the ratio wlower/ORT, achieved GFLOP/s (FLOPs of
+# median of REPS timed runs), the ratio wlower/ORT of those medians and the
+# range of the per-round ratios (each round runs both back to back, so the
+# range shows what machine noise does to the ratio), achieved GFLOP/s (FLOPs of
 # the MatMul/Gemm/Conv nodes of the float graph) and % of the FMA peak measured
 # by bench/fma_peak.c on the same threads, and PSNR/tokens of wlower vs ORT.
 # Then, if the module has per-kernel entry points, WLOWER_PROFILE=1 per-kernel
@@ -110,8 +112,8 @@ print(total)
 PY
 }
 
-printf '| graph | wlower | ONNX Runtime | ratio | GFLOP | wlower GFLOP/s (%% peak) | ORT GFLOP/s (%% peak) | wlower vs ORT |\n'
-printf '|---|---|---|---|---|---|---|---|\n'
+printf '| graph | wlower | ONNX Runtime | ratio | ratio per round | GFLOP | wlower GFLOP/s (%% peak) | ORT GFLOP/s (%% peak) | wlower vs ORT |\n'
+printf '|---|---|---|---|---|---|---|---|---|\n'
 PROFILES=""
 for g in $GRAPHS; do
 	case $g in
@@ -159,16 +161,20 @@ for g in $GRAPHS; do
 		continue
 	fi
 	w=$(med < "$C/w.txt"); o=$(med < "$C/o.txt")
+	# each round's wlower/ORT (both measured back to back): the spread that
+	# machine noise leaves on the ratio
+	rr=$(paste -d' ' "$C/w.txt" "$C/o.txt" | awk '{ r = $1 / $2; if (NR == 1 || r < lo) lo = r; if (NR == 1 || r > hi) hi = r }
+		END { printf "%.2f-%.2fx", lo, hi }')
 	# min PSNR over the outputs, token agreement, and compare.py's verdict at PSNR_MIN dB
 	if $PY tests/oracle/compare.py "$C/out-o" "$C/out-w" --psnr "$PSNR_MIN" >"$C/cmp.txt" 2>&1; then verdict=ok; else verdict=FAIL; fi
 	cmp=$(awk -v v="$verdict" '{ for (i = 1; i <= NF; i++) {
 			if ($i ~ /^psnr=/) { x = substr($i, 6); if (x != "inf" && (m == "" || x + 0 < m)) m = x + 0 }
 			if ($i ~ /^tokens=/) t = t " " substr($i, 8) " " $(i + 1) } }
 		END { printf "%s: min PSNR %s dB, tokens%s", v, (m == "" ? "inf" : sprintf("%.1f", m)), (t == "" ? " -" : t) }' "$C/cmp.txt")
-	awk -v g="$g" -v w="$w" -v o="$o" -v f="$gf" -v p="$PEAK" -v c="$cmp" 'BEGIN {
+	awk -v g="$g" -v w="$w" -v o="$o" -v rr="$rr" -v f="$gf" -v p="$PEAK" -v c="$cmp" 'BEGIN {
 		gw = f / (w * 1e6); go = f / (o * 1e6);
-		printf "| %s | %.2f ms | %.2f ms | %.2fx | %.2f | %.1f (%.0f%%) | %.1f (%.0f%%) | %s |\n",
-			g, w, o, w / o, f / 1e9, gw, (p > 0 ? 100 * gw / p : 0), go, (p > 0 ? 100 * go / p : 0), c }'
+		printf "| %s | %.2f ms | %.2f ms | %.2fx | %s | %.2f | %.1f (%.0f%%) | %.1f (%.0f%%) | %s |\n",
+			g, w, o, w / o, rr, f / 1e9, gw, (p > 0 ? 100 * gw / p : 0), go, (p > 0 ? 100 * go / p : 0), c }'
 	if [ "$PROFILE_LINES" -gt 0 ]; then
 		WLOWER_PROFILE=1 "$W" run "$mod" $ins --output-dir "$C/out-w" --threads "$T" --reps "$REPS" \
 			>/dev/null 2>"$C/prof-$g.txt"
