@@ -276,7 +276,8 @@ int hg_prepare_qmatmul(HostGen *g, Node *n, Diag *d);
 int hg_emit_qmatmul(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 uint64_t hg_scratch_qmatmul(HostGen *g, const Node *n);
 int hg_emit_binary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);   /* Add, Mul */
-int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);    /* Gelu, SiLU, Cast, Identity, Reshape */
+int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);    /* Gelu, SiLU, Cast, Identity, Reshape, Exp, Pow(2, x) */
+int hg_check_pow(HostGen *g, const Node *n, Diag *d);   /* every Pow node, before the plan: base the constant 2 */
 int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 int hg_emit_transpose(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d); /* any perm, <= 4 merged dims */
 int hg_emit_argmax(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);

@@ -238,21 +238,28 @@ static void un_body(HostGen *g, void *vc, LLVMValueRef i, LLVMValueRef nv)
 	vst(g, y, c->y, idx, nv);
 }
 
+/* Pow(2, x) = 2^x: the base must be the scalar constant 2. Checked for every
+ * Pow node before the plan (host.c): the value of an initializer is not in
+ * the kernel key (hg_share.c), so nodes with another base would share the
+ * first node's 2^x kernel if the emitter checked it. */
+int hg_check_pow(HostGen *g, const Node *n, Diag *d)
+{
+	const Value *base = n->ninputs >= 1 ? n->inputs[0] : NULL;
+	const Tensor *t = base ? base->init : NULL;
+	if (n->ninputs != 2 || !n->inputs[1] || !t || t->dtype != DT_FLOAT || t->nbytes != 4 || !t->data ||
+	    *(const float *)t->data != 2.0f)
+		return diag_fail(d, "%s: node '%s': tensor '%s': Pow on host supports only the constant scalar base 2",
+		                 hg_model_name(g), n->name, base ? base->name : "");
+	return WL_OK;
+}
+
 int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 {
 	if (n->ninputs < 1 || n->noutputs != 1 || !n->inputs[0] || !n->outputs[0])
 		return diag_fail(d, "%s: node '%s': %s needs 1 input and 1 output", hg_model_name(g), n->name, n->op_type);
-	int xi = 0;   /* the argument slot of x */
-	if (n->op == OP_Pow) {
-		/* Pow(2, x) = 2^x: the base must be the scalar constant 2 */
-		const Value *base = n->inputs[0];
-		const Tensor *t = base->init;
-		if (n->ninputs != 2 || !n->inputs[1] || !t || t->dtype != DT_FLOAT || t->nbytes != 4 || !t->data ||
-		    *(const float *)t->data != 2.0f)
-			return diag_fail(d, "%s: node '%s': tensor '%s': Pow on host supports only the constant scalar base 2",
-			                 hg_model_name(g), n->name, base->name);
-		xi = 1;
-	}
+	int xi = n->op == OP_Pow ? 1 : 0;   /* the argument slot of x (Pow: the exponent; hg_check_pow) */
+	if (xi >= n->ninputs || !n->inputs[xi])
+		return diag_fail(d, "%s: node '%s': %s needs its input %d", hg_model_name(g), n->name, n->op_type, xi);
 	const Value *x = n->inputs[xi], *y = n->outputs[0];
 	int64_t dims[8];
 	if (hg_dims(g, n, x, dims, d) < 0 || hg_dims(g, n, y, dims, d) < 0)
