@@ -130,8 +130,9 @@ static bool present_out(const Node *n, int i)
 static void attn_tiling(HostGen *g, Attn *a)
 {
 	int64_t vw = g->vw > 0 ? g->vw : 16;
-	/* a Whisper step's cross-attention: a few query rows against the S encoder
-	 * keys of the bhsd K/V inputs, no past, no presents, no mask, not causal */
+	/* a Whisper step's (bhsd) or a decoder prefill's (bsd) cross-attention: a
+	 * few query rows against the S encoder keys of the K/V inputs, no past,
+	 * no presents, no mask, not causal */
 	a->xdec = !a->stat && a->T <= DEC_MAXT && a->P == 0 && a->a_prk < 0 && a->a_prv < 0 &&
 	          a->a_mask < 0 && !a->causal && !a->fp16 && !a->rope && a->H == a->Hkv;
 	a->kvs = a->xdec && !a->bhsd ? a->H * a->hd : a->hd;
@@ -751,10 +752,10 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 				hg_vstore(g, acc[i][cc], Ps, ci(g, i * Bc + (c0 + cc) * vw));
 	}
 
-	/* online softmax per row: s = S + key bias (causal: −inf past the row's
-	 * last key), m_new = max(m, max_j s), p = exp(s − m_new) into Ps; the
-	 * rescale factors alpha_i = exp(m_i − m_new,i) of all Br rows are one
-	 * vector exp */
+	/* online softmax per row, in base 2 (S is s·log2 e): s = S + key bias
+	 * (causal: −inf past the row's last key), m_new = max(m, max_j s) for
+	 * the Br rows by one max tree, p = 2^(s − m_new) into Ps; the rescale
+	 * factors alpha_i = 2^(m_i − m_new,i) of all Br rows are one vector exp2 */
 	LLVMValueRef s[MAXBR][MAXNC], mx[MAXBR], mnew[MAXBR];
 	for (int64_t i = 0; i < Br; i++) {
 		mx[i] = NULL;
