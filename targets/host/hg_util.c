@@ -328,6 +328,28 @@ static LLVMValueRef iof(HostGen *g, LLVMValueRef x, int32_t v)
 	return hg_i32(g, v);
 }
 
+/* vscalefps applies: an AVX-512 <16 x float> */
+static bool has_scalef(HostGen *g, LLVMTypeRef ty)
+{
+	return g->avx512 && LLVMGetTypeKind(ty) == LLVMVectorTypeKind && LLVMGetVectorSize(ty) == 16;
+}
+
+/* y · 2^n (n a float holding an integer): vscalefps (scalef: any n, a
+ * <16 x float>), else the exponent bits (n + 127) << 23 (n in [−127, 127]:
+ * the callers clamp). hg_exp and hg_exp2 end with it. */
+static LLVMValueRef times_pow2(HostGen *g, LLVMValueRef y, LLVMValueRef n, bool scalef)
+{
+	LLVMTypeRef ty = LLVMTypeOf(y);
+	if (scalef) {
+		LLVMValueRef a[5] = {y, n, LLVMGetUndef(ty), LLVMConstInt(LLVMInt16TypeInContext(g->ctx), 0xffff, 0),
+		                     hg_i32(g, 4) /* current rounding */};
+		return intr(g, "llvm.x86.avx512.mask.scalef.ps.512", NULL, 0, a, 5);
+	}
+	LLVMValueRef ni = LLVMBuildFPToSI(g->b, n, int_of(g, y), "");
+	LLVMValueRef e = LLVMBuildShl(g->b, LLVMBuildAdd(g->b, ni, iof(g, y, 127), ""), iof(g, y, 23), "");
+	return LLVMBuildFMul(g->b, y, LLVMBuildBitCast(g->b, e, ty, ""), "");
+}
+
 /* exp(x) = 2^n · p(r), n = rint(x·log2 e), r = x − n·ln2 (ln2 split in two
  * for an exact reduction), p(r) = 1 + r + r²·q(r) with Cephes expf's degree-5 q
  * (|r| <= ln2/2). 2^n: vscalefps on AVX-512 vectors (x > 88.72 gives +inf,
@@ -347,7 +369,7 @@ LLVMValueRef hg_exp(HostGen *g, LLVMValueRef x)
 	/* vscalefps takes any n (2^n overflows to inf, a NaN stays NaN), and the
 	 * final select returns 0 below −87 whatever y is: no clamps; the exponent
 	 * bits need n in [−126, 127] */
-	bool scalef = g->avx512 && LLVMGetTypeKind(ty) == LLVMVectorTypeKind && LLVMGetVectorSize(ty) == 16;
+	bool scalef = has_scalef(g, ty);
 	LLVMValueRef xc = scalef ? x : fast_min(g, fast_max(g, x, kof(g, x, -87.0f)), kof(g, x, 88.3762626647949f));
 	LLVMValueRef t = LLVMBuildFMul(b, xc, kof(g, x, 1.44269504088896341f), "");
 	LLVMValueRef n = hg_intrinsic(g, "llvm.rint", LLVMTypeOf(x), &t, 1);
@@ -361,15 +383,7 @@ LLVMValueRef hg_exp(HostGen *g, LLVMValueRef x)
 	p = hg_fma(g, p, r, kof(g, x, 5.0000001201E-1f));
 	LLVMValueRef r2 = LLVMBuildFMul(b, r, r, "");
 	LLVMValueRef y = hg_fma(g, p, r2, LLVMBuildFAdd(b, r, kof(g, x, 1.0f), ""));
-	if (scalef) {
-		LLVMValueRef a[5] = {y, n, LLVMGetUndef(ty), LLVMConstInt(LLVMInt16TypeInContext(g->ctx), 0xffff, 0),
-		                     hg_i32(g, 4) /* current rounding */};
-		y = intr(g, "llvm.x86.avx512.mask.scalef.ps.512", NULL, 0, a, 5);
-	} else {
-		LLVMValueRef ni = LLVMBuildFPToSI(b, n, int_of(g, x), "");
-		LLVMValueRef e = LLVMBuildShl(b, LLVMBuildAdd(b, ni, iof(g, x, 127), ""), iof(g, x, 23), "");
-		y = LLVMBuildFMul(b, y, LLVMBuildBitCast(b, e, ty, ""), "");
-	}
+	y = times_pow2(g, y, n, scalef);
 	LLVMValueRef under = LLVMBuildFCmp(b, LLVMRealOLT, x, kof(g, x, -87.0f), "");
 	return LLVMBuildSelect(b, under, kof(g, x, 0.0f), y, "exp");
 }
@@ -391,7 +405,7 @@ LLVMValueRef hg_exp2(HostGen *g, LLVMValueRef t)
 {
 	LLVMBuilderRef b = g->b;
 	LLVMTypeRef ty = LLVMTypeOf(t);
-	bool scalef = g->avx512 && LLVMGetTypeKind(ty) == LLVMVectorTypeKind && LLVMGetVectorSize(ty) == 16;
+	bool scalef = has_scalef(g, ty);
 	static const float c[] = {0.6931471824645996f, 0.24022647738456726f, 0.055503323674201965f,
 	                          0.00961843691766262f, 0.0013398875016719103f, 0.00015353361959569156f};
 	LLVMValueRef tc = scalef ? fast_max(g, t, kof(g, t, -150.0f))
@@ -401,15 +415,7 @@ LLVMValueRef hg_exp2(HostGen *g, LLVMValueRef t)
 	LLVMValueRef p = kof(g, t, c[5]);
 	for (int k = 4; k >= 0; k--)
 		p = hg_fma(g, p, r, kof(g, t, c[k]));
-	LLVMValueRef y = hg_fma(g, p, r, kof(g, t, 1.0f));
-	if (scalef) {
-		LLVMValueRef a[5] = {y, n, LLVMGetUndef(ty), LLVMConstInt(LLVMInt16TypeInContext(g->ctx), 0xffff, 0),
-		                     hg_i32(g, 4) /* current rounding */};
-		return intr(g, "llvm.x86.avx512.mask.scalef.ps.512", NULL, 0, a, 5);
-	}
-	LLVMValueRef ni = LLVMBuildFPToSI(b, n, int_of(g, t), "");
-	LLVMValueRef e = LLVMBuildShl(b, LLVMBuildAdd(b, ni, iof(g, t, 127), ""), iof(g, t, 23), "");
-	return LLVMBuildFMul(b, y, LLVMBuildBitCast(b, e, ty, ""), "exp2");
+	return times_pow2(g, hg_fma(g, p, r, kof(g, t, 1.0f)), n, scalef);
 }
 
 /* Rational approximation of erf on [-4, 4] (as Eigen's fast erf). */

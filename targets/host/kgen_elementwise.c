@@ -257,9 +257,7 @@ int hg_emit_unary(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 {
 	if (n->ninputs < 1 || n->noutputs != 1 || !n->inputs[0] || !n->outputs[0])
 		return diag_fail(d, "%s: node '%s': %s needs 1 input and 1 output", hg_model_name(g), n->name, n->op_type);
-	int xi = n->op == OP_Pow ? 1 : 0;   /* the argument slot of x (Pow: the exponent; hg_check_pow) */
-	if (xi >= n->ninputs || !n->inputs[xi])
-		return diag_fail(d, "%s: node '%s': %s needs its input %d", hg_model_name(g), n->name, n->op_type, xi);
+	int xi = n->op == OP_Pow ? 1 : 0;   /* the argument slot of x (Pow: the exponent, present: hg_check_pow) */
 	const Value *x = n->inputs[xi], *y = n->outputs[0];
 	int64_t dims[8];
 	if (hg_dims(g, n, x, dims, d) < 0 || hg_dims(g, n, y, dims, d) < 0)
@@ -393,10 +391,11 @@ int hg_emit_gather(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	int64_t V = dd[0], nidx = hg_numel(ind);
 	int64_t row = (int64_t)dtype_nbytes(data->type.elem, hg_numel(data) / (V ? V : 1));
 	/* --host-precision bf16, a tied table (kgen_matmul.c pack_dot_bf16): data
-	 * is the LM head's bf16 copy, V rows of `stride` uint16 of which the
-	 * output row's first D are widened to float */
-	int64_t bfv = attr_int(n, "host_bf16_rows", 0), bfs = attr_int(n, "host_bf16_stride", 0), D = 0;
+	 * is the LM head's bf16 copy, V rows of bfs uint16 of which the output
+	 * row's first D are widened to float */
+	int64_t bfv = attr_int(n, "host_bf16_rows", 0), bfs = 0, D = 0;
 	if (bfv > 0) {
+		bfs = hg_numel(data) / bfv;
 		int64_t od[8];
 		int orank = hg_dims(g, n, n->outputs[0], od, d);
 		if (orank < 1)

@@ -351,7 +351,6 @@ static int pack_dot_bf16(HostGen *g, Node *n, Diag *d)
 			continue;
 		node_set_input(gn, 0, vw);
 		node_add_attr(gn, "host_bf16_rows", AT_INT)->i = mm.N;
-		node_add_attr(gn, "host_bf16_stride", AT_INT)->i = KB;
 	}
 	return WL_OK;
 }
