@@ -24,7 +24,9 @@
  * bytes. A missing bias becomes zeros (Whisper's k_proj has none).
  *
  * Near misses left alone: a different A, K, bits, block_size or zero-point
- * kind; a non-constant weight/scale/bias; a node that already has splits.
+ * kind; a non-constant weight/scale/bias; a node that already has splits,
+ * trans_b = 1 or groups > 1 (its weight is [K, N/groups]; the weight shape
+ * check below would refuse it too).
  *
  * requires  fuse-matmul-nbits
  * maintains topological order (the node takes the place of the first
@@ -54,7 +56,8 @@ static Value *in(const Node *n, int i)
 static bool member_ok(const Node *n, const Value *a)
 {
 	if (n->op != OP_WlMatMulNBits || n->ninputs < 2 || n->inputs[0] != a || n->noutputs != 1 ||
-	    !n->outputs[0] || node_attr(n, "splits") || attr_int(n, "trans_b", 0) != 0)
+	    !n->outputs[0] || node_attr(n, "splits") || attr_int(n, "trans_b", 0) != 0 ||
+	    attr_int(n, "groups", 1) != 1)
 		return false;
 	int64_t bits = attr_int(n, "bits", 4);
 	if (bits == 32) {

@@ -576,13 +576,22 @@ static int infer_node(SI *s, Node *n)
 		int64_t K = attr_int(n, "K", -1), N = attr_int(n, "N", -1);
 		if (a.r >= 1 && K >= 0 && clash(a.d[a.r - 1], dv(K)))
 			return si_fail(s, n, "input '%s' has shape %s but K is %lld", iname(n, 0), si_fsh(&a), (long long)K);
-		/* ai.wlower bits = 32: the weight is the float matrix [K, N] ([N, K] with trans_b) */
+		/* ai.wlower bits = 32: the weight is the float matrix [K, N] ([N, K] with trans_b,
+		 * [K, N/groups] with groups: the block diagonal without its zero blocks) */
 		const Value *wv = n->ninputs > 1 ? n->inputs[1] : NULL;
 		bool tb = attr_int(n, "trans_b", 0) != 0;
+		int64_t G = n->op == OP_WlMatMulNBits ? attr_int(n, "groups", 1) : 1;
+		if (G < 1)
+			return si_fail(s, n, "groups = %lld must be >= 1", (long long)G);
+		if (G > 1 && (K < 0 || N < 0 || K % G || N % G))
+			return si_fail(s, n, "groups = %lld: K = %lld and N = %lld must be multiples of it", (long long)G,
+			               (long long)K, (long long)N);
+		int64_t NB = N / G;
 		if (n->op == OP_WlMatMulNBits && attr_int(n, "bits", 4) == 32 && wv && wv->init &&
-		    (wv->init->ndim != 2 || wv->init->dims[0] != (tb ? N : K) || wv->init->dims[1] != (tb ? K : N)))
+		    (wv->init->ndim != 2 || wv->init->dims[0] != (tb ? N : K) || wv->init->dims[1] != (tb ? K : NB)))
 			return si_fail(s, n, "weight '%s' is not [%lld, %lld] (%s) for bits = 32", wv->name,
-			               (long long)(tb ? N : K), (long long)(tb ? K : N), tb ? "N, K: trans_b" : "K, N");
+			               (long long)(tb ? N : K), (long long)(tb ? K : NB),
+			               tb ? "N, K: trans_b" : G > 1 ? "K, N/groups" : "K, N");
 		o = a;
 		if (o.r >= 1)
 			o.d[o.r - 1] = N >= 0 ? dv(N) : du();

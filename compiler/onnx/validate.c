@@ -22,7 +22,8 @@ typedef struct AttrSpec { const char *name; int type; } AttrSpec;
 #define REDUCE A({"axes", AT_INTS}, {"keepdims", AT_INT}, {"noop_with_empty_axes", AT_INT})
 #define ARG A(AXIS, {"keepdims", AT_INT}, {"select_last_index", AT_INT})
 #define ALPHA A({"alpha", AT_FLOAT})
-#define NBITS A({"K", AT_INT}, {"N", AT_INT}, {"bits", AT_INT}, {"block_size", AT_INT}, {"accuracy_level", AT_INT})
+#define NBITS_ {"K", AT_INT}, {"N", AT_INT}, {"bits", AT_INT}, {"block_size", AT_INT}, {"accuracy_level", AT_INT}
+#define NBITS A(NBITS_)
 
 /* the typed attributes of each op; attributes not listed are not checked */
 static const AttrSpec *const attr_specs[OP_COUNT_] = {
@@ -58,7 +59,8 @@ static const AttrSpec *const attr_specs[OP_COUNT_] = {
 	[OP_ConstantOfShape] = A({"value", AT_TENSOR}),
 	[OP_If] = A({"then_branch", AT_GRAPH}, {"else_branch", AT_GRAPH}), [OP_Loop] = A({"body", AT_GRAPH}),
 	[OP_Scan] = A({"body", AT_GRAPH}, {"num_scan_inputs", AT_INT}),
-	[OP_MsMatMulNBits] = NBITS, [OP_WlMatMulNBits] = NBITS,
+	[OP_MsMatMulNBits] = NBITS,
+	[OP_WlMatMulNBits] = A(NBITS_, {"trans_b", AT_INT}, {"groups", AT_INT}, {"splits", AT_INTS}),
 	[OP_MsGroupQueryAttention] = A({"num_heads", AT_INT}, {"kv_num_heads", AT_INT}, {"scale", AT_FLOAT},
 	                               {"do_rotary", AT_INT}, {"rotary_interleaved", AT_INT},
 	                               {"local_window_size", AT_INT}, {"softcap", AT_FLOAT}),

@@ -1,7 +1,7 @@
 /* ref_matmul.c — the blocked float32 GEMM and the ops built on it:
  * MatMul, Gemm, Conv (1-D/2-D/3-D, pads, strides, dilations, groups,
  * auto_pad), com.microsoft MatMulNBits and ai.wlower MatMulNBits (bits 32 =
- * float weight [K, N] read in place, bias, `splits` outputs).
+ * float weight [K, N] read in place, bias, `splits` outputs, `groups`).
  *
  * GEMM (GotoBLAS order): the N range is cut in NC-wide blocks, the M range
  * in MC-tall blocks; a task is one (batch, M block, N block) and is run by
@@ -1025,12 +1025,16 @@ int ref_nbits_run(KCall *c, Diag *d)
  * g_idx slot). bits 2/4/8: B, scales and zero points as com.microsoft stores
  * them; bits 32: B is float32 [K, N], read in place. `splits` cuts the N axis
  * into several outputs (fused Q/K/V): the GEMM writes one [M, N] block into
- * the shared scratch, then each output gets its columns. */
+ * the shared scratch, then each output gets its columns. `groups` = G > 1
+ * (bits 32, no trans_b, no splits): B is float32 [K, N/G], the block diagonal
+ * of a [K, N] weight; output columns g*N/G.. are A[..., g*K/G..] times rows
+ * g*K/G.. of B, one GEMM per group over strided views. */
 typedef struct WlNBits {
 	NBits q;               /* bits < 32 */
 	int64_t nsplit;
 	const int64_t *splits;
 	int64_t trans_b;       /* bits 32: B is [N, K] */
+	int64_t groups;        /* bits 32: B is [K, N/groups], block diagonal */
 } WlNBits;
 
 int ref_wl_nbits_prepare(KCall *c, Diag *d)
@@ -1051,6 +1055,22 @@ int ref_wl_nbits_prepare(KCall *c, Diag *d)
 		return WL_ERR;
 	if (w->trans_b != 0 && (w->trans_b != 1 || s->bits != 32))
 		return kfail(c, d, "trans_b=%lld: only 0, or 1 with bits=32", (long long)w->trans_b);
+	if (attr_get_int(c, d, "groups", 1, &w->groups))
+		return WL_ERR;
+	if (w->groups < 1)
+		return kfail(c, d, "groups=%lld must be >= 1", (long long)w->groups);
+	if (w->groups > 1) {
+		if (s->bits != 32)
+			return kfail(c, d, "groups=%lld needs bits=32 (bits is %lld)", (long long)w->groups,
+			             (long long)s->bits);
+		if (w->trans_b)
+			return kfail(c, d, "groups=%lld does not combine with trans_b=1", (long long)w->groups);
+		if (node_attr(c->node, "splits"))
+			return kfail(c, d, "groups=%lld does not combine with splits", (long long)w->groups);
+		if (s->K % w->groups || s->N % w->groups)
+			return kfail(c, d, "K=%lld and N=%lld must be multiples of groups=%lld", (long long)s->K,
+			             (long long)s->N, (long long)w->groups);
+	}
 	if (s->bits != 32) {
 		if (s->bits != 2 && s->bits != 4 && s->bits != 8)
 			return kfail(c, d, "bits=%lld is not supported (2, 4, 8 or 32)", (long long)s->bits);
@@ -1100,7 +1120,7 @@ int ref_wl_nbits_infer(KCall *c, Diag *d)
 	if (s->bits == 32) {
 		if (need_in(c, d, 1, DTM(DT_FLOAT)))
 			return WL_ERR;
-		int64_t r0 = w->trans_b ? s->N : s->K, r1 = w->trans_b ? s->K : s->N;
+		int64_t r0 = w->trans_b ? s->N : s->K, r1 = w->trans_b ? s->K : s->N / w->groups;
 		if (B->ndim != 2 || B->dims[0] != r0 || B->dims[1] != r1)
 			return kfail(c, d, "tensor '%s' %s: expected float32[%lld,%lld]", kin_name(c, 1), kdesc(B, b1),
 			             (long long)r0, (long long)r1);
@@ -1158,6 +1178,18 @@ int ref_wl_nbits_run(KCall *c, Diag *d)
 		return WL_OK;
 	float *y = w->nsplit ? (float *)c->shared_base : c->out[0]->data;
 	GemmB gb;
+	if (w->groups > 1) {
+		/* group g: y[:, g*Ng..] = A[:, g*Kg..] . B[g*Kg.., :] (+ bias[g*Ng..]) */
+		int64_t G = w->groups, Kg = s->K / G, Ng = s->N / G;
+		const ufloat *a = A->data, *b = B->data, *bs = bias ? bias->data : NULL;
+		for (int64_t g = 0; g < G; g++) {
+			GemmB gg = {.kind = GB_ROWS, .b = b + g * Kg * Ng, .ldb = Ng};
+			GemmArgs ga = {.M = M, .N = Ng, .K = Kg, .batch = 1, .a = a + g * Kg, .lda = s->K,
+			               .b = &gg, .c = y + g * Ng, .ldc = s->N, .bias = bs ? bs + g * Ng : NULL};
+			gemm_run(c->pool, c->scratch_base, c->scratch_stride, &ga);
+		}
+		return WL_OK;
+	}
 	if (s->bits == 32) {
 		gb = w->trans_b ? (GemmB){.kind = GB_COLS, .b = B->data, .ldb = s->K}
 		                : (GemmB){.kind = GB_ROWS, .b = B->data, .ldb = s->N};

@@ -3,6 +3,12 @@
  * Y[M, N] = A[M, K] · W[K, N] + bias, W given as 4-bit blocks (bits 4), as
  * float32 [K, N] (bits 32), or float32 [N, K] (bits 32, trans_b = 1, the
  * tied LM head read in place); `splits` cut N into several outputs.
+ * `groups` = G > 1 (bits 32, no trans_b, no splits): W is float32 [K, N/G],
+ * the diagonal blocks of a block-diagonal [K, N]; a panel of columns col ..
+ * col+NR lies in group g = col / (N/G) (N/G must be a multiple of NR, so a
+ * panel never straddles two groups), runs K/G rows of k and reads A at
+ * g·K/G + k and W at (g·K/G + k)·N/G + col − g·N/G. Grouped weights stay
+ * fp32 under --host-precision bf16.
  *
  * Register-blocked GEMM, vw = 16 (AVX-512) or 8 (AVX2) floats per vector:
  * a micro-kernel computes an MR x NR tile of Y (NR = 2 vectors = 32 or 16
@@ -56,6 +62,7 @@
 typedef struct MM {
 	const Node *n;
 	int64_t M, K, N, bits, block, kblocks, trans_b;
+	int64_t groups;          /* bits 32: W is [K, N/groups], block diagonal (1: plain) */
 	int nsplit;
 	int64_t soff[MAXSPLIT], slen[MAXSPLIT], tstart[MAXSPLIT + 1];  /* column offset, width, first panel */
 	int64_t T;               /* panels */
@@ -81,6 +88,7 @@ static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
 	mm->bits = attr_int(n, "bits", 4);
 	mm->block = attr_int(n, "block_size", 0);
 	mm->trans_b = attr_int(n, "trans_b", 0);
+	mm->groups = attr_int(n, "groups", 1);
 	mm->packed = attr_int(n, "host_packed", 0) != 0;
 	if (n->ninputs < 2 || !n->inputs[0] || !n->inputs[1])
 		return diag_fail(d, "%s: node '%s': MatMulNBits needs A and B", hg_model_name(g), n->name);
@@ -135,6 +143,18 @@ static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
 	if (mm->trans_b && mm->nsplit > 1)
 		return diag_fail(d, "%s: node '%s': MatMulNBits: trans_b=1 with splits is not supported on host", hg_model_name(g),
 		                 n->name);
+	if (mm->groups < 1)
+		return diag_fail(d, "%s: node '%s': MatMulNBits: groups=%lld must be >= 1", hg_model_name(g), n->name,
+		                 (long long)mm->groups);
+	if (mm->groups > 1) {
+		if (mm->bits != 32 || mm->trans_b || sp)
+			return diag_fail(d, "%s: node '%s': MatMulNBits: groups=%lld needs bits=32 without trans_b and splits "
+			                 "(bits %lld, trans_b %lld%s)", hg_model_name(g), n->name, (long long)mm->groups,
+			                 (long long)mm->bits, (long long)mm->trans_b, sp ? ", splits" : "");
+		if (mm->K % mm->groups || mm->N % mm->groups)
+			return diag_fail(d, "%s: node '%s': MatMulNBits: K=%lld and N=%lld must be multiples of groups=%lld",
+			                 hg_model_name(g), n->name, (long long)mm->K, (long long)mm->N, (long long)mm->groups);
+	}
 	/* blocking: chosen by hg_prepare_matmul_nbits (hg_mm_blocking) and kept
 	 * on the node, or the CPU's defaults */
 	HgBlocking bl;
@@ -151,6 +171,11 @@ static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
 		                 hg_model_name(g), n->name, mm->MR, mm->NV, (long long)mm->MC, (long long)mm->KC);
 	mm->NR = mm->NV * g->vw;
 	mm->bf16 = g->bf16 && (mm->bits == 4 || mm->bf16w);
+	/* a panel of NR columns must lie in one group (tile reads one group's K/G rows) */
+	if (mm->groups > 1 && (mm->N / mm->groups) % mm->NR)
+		return diag_fail(d, "%s: node '%s': MatMulNBits: groups=%lld: N/groups=%lld is not a multiple of the host panel "
+		                 "width %d (a panel would straddle two groups)", hg_model_name(g), n->name,
+		                 (long long)mm->groups, (long long)(mm->N / mm->groups), mm->NR);
 	for (int i = 0; i < mm->nsplit; i++) {
 		mm->tstart[i] = mm->T;
 		mm->T += (mm->slen[i] + mm->NR - 1) / mm->NR;
@@ -362,7 +387,8 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 		return WL_ERR;
 	if (mm.nsplit == 1 && !getenv("WLOWER_HOST_NO_EPILOGUE"))
 		fuse_epilogue(n);
-	if (mm.bits == 32 && g->bf16 && !mm.packed && !attr_int(n, "host_bf16w", 0))
+	/* grouped float weights ([K, N/groups]) stay fp32: no bf16 panels for them */
+	if (mm.bits == 32 && g->bf16 && !mm.packed && !attr_int(n, "host_bf16w", 0) && mm.groups == 1)
 		return mm.trans_b ? pack_dot_bf16(g, n, d) : pack_float_bf16(g, n, d);
 	if (mm.bits != 4 || mm.packed)
 		return WL_OK;
@@ -687,15 +713,30 @@ static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
 	} else if (mm->bf16w) {
 		tile_bf16w(g, mm, arow, mr, t, acc);
 	} else {
-		/* float W [K, N]: row k, columns col .. col+NR */
+		/* float W [K, N]: row k, columns col .. col+NR. Grouped (W [K, Ng],
+		 * Ng = N/G, Kg = K/G): the panel lies in group gi = col / Ng; k runs
+		 * Kg rows, A is read from column gi·Kg, W from row gi·Kg, column
+		 * col − gi·Ng (the row stride is Ng) */
+		int64_t Kl = mm->K, ldw = mm->N;
+		LLVMValueRef wcol = col;
+		if (mm->groups > 1) {
+			int64_t Kg = mm->K / mm->groups, Ng = mm->N / mm->groups;
+			LLVMValueRef gi = LLVMBuildSDiv(b, col, hg_i64(g, Ng), "grp");
+			arow = hg_gepf(g, arow, LLVMBuildMul(b, gi, hg_i64(g, Kg), ""));
+			/* W row gi·Kg, column col − gi·Ng: offset gi·Kg·Ng + col − gi·Ng */
+			wcol = LLVMBuildAdd(b, LLVMBuildSub(b, col, LLVMBuildMul(b, gi, hg_i64(g, Ng), ""), ""),
+			                    LLVMBuildMul(b, gi, hg_i64(g, Kg * Ng), ""), "");
+			Kl = Kg;
+			ldw = Ng;
+		}
 		HgLoop lk;
-		LLVMValueRef k = hg_loop_begin(g, &lk, hg_i64(g, 0), hg_i64(g, mm->K), 1, "k");
+		LLVMValueRef k = hg_loop_begin(g, &lk, hg_i64(g, 0), hg_i64(g, Kl), 1, "k");
 		LLVMValueRef ck[16][4];
 		for (int i = 0; i < mr; i++)
 			for (int h = 0; h < NV; h++)
 				ck[i][h] = hg_loop_carry(g, &lk, acc[i][h]);
 		LLVMValueRef w[4];
-		LLVMValueRef wo = LLVMBuildAdd(b, LLVMBuildMul(b, k, hg_i64(g, mm->N), ""), col, "");
+		LLVMValueRef wo = LLVMBuildAdd(b, LLVMBuildMul(b, k, hg_i64(g, ldw), ""), wcol, "");
 		for (int h = 0; h < NV; h++) {
 			LLVMValueRef o = LLVMBuildAdd(b, wo, hg_i64(g, h * vw), "");
 			w[h] = mm->has_tail ? hg_vload_n(g, mm->B, o, nl[h]) : hg_vload(g, mm->B, o);
@@ -1163,7 +1204,7 @@ int hg_emit_matmul_nbits(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 		return diag_fail(d, "%s: node '%s': MatMulNBits weights were not repacked", hg_model_name(g), n->name);
 	const Value *B = n->inputs[1];
 	if (mm.bits == 32 && !mm.bf16w) {
-		int64_t r0 = mm.trans_b ? mm.N : mm.K, r1 = mm.trans_b ? mm.K : mm.N;
+		int64_t r0 = mm.trans_b ? mm.N : mm.K, r1 = mm.trans_b ? mm.K : mm.N / mm.groups;
 		int64_t bd[8];
 		int r = hg_dims(g, n, B, bd, d);
 		if (r < 0)

@@ -133,11 +133,43 @@ def mm32(name, rng, M=13, K=24, N=40, bias=True, trans_b=0, splits=None):
     return name, graph(nodes, {"x": x}, inits, outs), {"x": x}
 
 
-def mm_epilogue(name, rng, bits=4, M=21, K=64, N=48, trans_b=0, gelu=True, res="before", extra_user=False):
+def mm32_groups(name, rng, K=384, N=2304, G=6, Ms=(1, 4, 13), opts=None):
+    """ai.wlower.MatMulNBits <bits = 32, groups = G>: B float32 [K, N/G] holds the
+    diagonal blocks of a block-diagonal [K, N] weight (absorb-cross-kv's q times
+    every head's K weight). Per M (M = 4 as Whisper's [1, 4, 384] query; 1 and
+    13 for the small-M and MR-tail tiles) one node with bias and one without,
+    all reading one weight. The reference executor's outputs are also checked
+    against numpy's block-diagonal product (opts "expect"), so its grouped
+    semantics are not only compared with themselves."""
+    Kg, Ng = K // G, N // G
+    w = rnd(rng, (K, Ng), 0.3)
+    b = rnd(rng, (N,))
+    inits = {"w": w, "b": b}
+    ins, nodes, outs, expect = {}, [], [], {}
+    for M in Ms:
+        shape = (1, M, K) if M == 4 else (M, K)
+        x = rnd(rng, shape)
+        ins["x%d" % M] = x
+        x2 = x.reshape(-1, K).astype(np.float64)
+        y = np.concatenate([x2[:, g * Kg:(g + 1) * Kg] @ w[g * Kg:(g + 1) * Kg].astype(np.float64)
+                            for g in range(G)], axis=1)
+        at = "K = %d, N = %d, bits = 32, groups = %d" % (K, N, G)
+        for tag, args, yy in (("b", "x%d, w, , , b" % M, y + b), ("nb", "x%d, w" % M, y)):
+            o = "y%d_%s" % (M, tag)
+            nodes.append("%s = ai.wlower.MatMulNBits <%s> (%s)" % (o, at, args))
+            outs.append((o, "float", shape[:-1] + (N,)))
+            expect[o + ".npy"] = yy.reshape(shape[:-1] + (N,))
+    o = {"expect": expect}
+    o.update(opts or {})
+    return name, graph(nodes, ins, inits, outs), ins, o
+
+
+def mm_epilogue(name, rng, bits=4, M=21, K=64, N=48, trans_b=0, gelu=True, res="before", extra_user=False, groups=1):
     """MatMulNBits -> ai.wlower.Gelu -> Add(residual): the host compile fuses
     the GELU and the residual add into the GEMM epilogue when the residual is
     computed before the matmul (res="before"); res="after" (computed later)
-    and extra_user (the matmul output also a graph output) must not fuse."""
+    and extra_user (the matmul output also a graph output) must not fuse.
+    groups (bits 32): the weight is [K, N/groups], block diagonal."""
     x = rnd(rng, (1, M, K))
     r = rnd(rng, (1, M, N))
     inits = {}
@@ -148,10 +180,10 @@ def mm_epilogue(name, rng, bits=4, M=21, K=64, N=48, trans_b=0, gelu=True, res="
         inits["b"] = rnd(rng, (N,))
         node = "t = ai.wlower.MatMulNBits <K = %d, N = %d, bits = 4, block_size = 32> (x, q, s, , b)" % (K, N)
     else:
-        inits["w"] = rnd(rng, (N, K) if trans_b else (K, N), 0.3)
+        inits["w"] = rnd(rng, (N, K) if trans_b else (K, N // groups), 0.3)
         inits["b"] = rnd(rng, (N,))
-        node = "t = ai.wlower.MatMulNBits <K = %d, N = %d, bits = 32%s> (x, w, , , b)" % (
-            K, N, ", trans_b = 1" if trans_b else "")
+        node = "t = ai.wlower.MatMulNBits <K = %d, N = %d, bits = 32%s%s> (x, w, , , b)" % (
+            K, N, ", trans_b = 1" if trans_b else "", ", groups = %d" % groups if groups > 1 else "")
     nodes = []
     ins = {"x": x, "r": r}
     if res == "before":
@@ -349,9 +381,15 @@ def mm_variant_cases(rng):
         out.append(tied("tied_bf16", rng) + (dict(bf),))
         out.append(tied("tied_bf16_k384", rng, V=300, K=384, T=5) + (dict(bf),))
         out.append(tied("tied_bf16_extra", rng, extra=True) + (dict(bf),))
+        # grouped float weights are not repacked: they stay fp32 (PSNR_MIN)
+        out.append(mm32_groups("mm32_groups_bf16_stays_f32", rng, K=64, N=128, G=2,
+                               opts={"flags": ["--host-precision", "bf16"]}))
     for mr, nv in ((6, 2), (4, 3), (3, 3)):
         out.append(mm4_multi("mm4_avx2_tile%dx%d" % (mr, nv), rng,
                              opts=forced("%d,%d,%d,32" % (mr, nv, 2 * mr), cpu="x86-64-v3")))
+    # groups on AVX2 (panel width 16)
+    out.append(mm32_groups("mm32_groups_k384_g6_avx2", rng, opts={"cpu": "x86-64-v3"}))
+    out.append(mm32_groups("mm32_groups_k64_g2_avx2", rng, K=64, N=128, G=2, opts={"cpu": "x86-64-v3"}))
     return out
 
 
@@ -484,9 +522,12 @@ def cases(rng):
         mm32("mm32_splits", rng, M=14, K=32, N=48, splits=[16, 20, 12]),
         mm32("mm32_transb", rng, M=3, K=40, N=37, trans_b=1),
         mm32("mm32_transb_m6", rng, M=6, K=32, N=9, trans_b=1, bias=False),
+        mm32_groups("mm32_groups_k384_g6", rng),
+        mm32_groups("mm32_groups_k64_g2", rng, K=64, N=128, G=2),
         mm_epilogue("mm4_gelu_res", rng),
         mm_epilogue("mm32_gelu_res_tail", rng, bits=32, N=40),
         mm_epilogue("mm32_transb_gelu_res", rng, bits=32, trans_b=1, N=37),
+        mm_epilogue("mm32_groups_gelu_res", rng, bits=32, M=7, N=128, groups=2),
         mm_epilogue("mm4_res_after_nofuse", rng, res="after"),
         mm_epilogue("mm4_extra_user_nofuse", rng, extra_user=True),
         norm("layernorm", rng),
@@ -536,6 +577,11 @@ def run_case(wlower, work, name, text, feeds, threads, opts=None):
     if r.returncode:
         return False, "host run failed: " + r.stderr.strip()
     msgs, ok = [], True
+    # an independent expectation (numpy) for the reference executor's outputs
+    for f, want in sorted(opts.get("expect", {}).items()):
+        p, m = psnr(want, np.load(os.path.join(d, "ref", f)))
+        ok &= p >= PSNR_MIN
+        msgs.append("ref %s vs numpy %.1f dB (%s)" % (f, p, m))
     for f in sorted(f for f in os.listdir(os.path.join(d, "ref")) if f.endswith(".npy")):
         ref = np.load(os.path.join(d, "ref", f))
         got = np.load(os.path.join(d, "out", f))

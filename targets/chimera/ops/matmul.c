@@ -6,6 +6,7 @@
  *   bits 32     float weights [K,N] (or [N,K] with trans_b) as int32 rows
  *               w·2^E, per row {bias, qa + E}
  *   splits      one output per split (fused QKV), each with its own format
+ *   groups      (block-diagonal float weight) not supported: a one-line error
  * MACs M·K·N; ALU ops M·N (bias, requantization).
  */
 #include <math.h>
@@ -28,6 +29,10 @@ static int mm_dims(const Node *n, int64_t *M, int64_t *K, int64_t *N, Diag *d)
 		return WL_ERR;
 	*K = attr_int(n, "K", -1);
 	*N = attr_int(n, "N", -1);
+	/* groups (a block-diagonal float weight [K, N/groups]): host and reference executor only */
+	if (attr_int(n, "groups", 1) != 1)
+		return KFAIL(n, "MatMulNBits groups=%lld is not supported on the qc targets (host only)",
+		             (long long)attr_int(n, "groups", 1));
 	int64_t ne = numel_of(a);
 	if (*K <= 0 || *N <= 0 || rank_of(a) < 1 || dim_of(a, rank_of(a) - 1) != *K)
 		return KFAIL(n, "tensor '%s': last dim must equal K = %lld", a->name, (long long)*K);
