@@ -47,6 +47,8 @@ typedef struct FuseOptions {
 	bool position_input;       /* --position-input: a com.microsoft GroupQueryAttention whose
 	                              positions come from attention_mask reads them from the graph
 	                              input position_ids [B,S] (the LLM pipeline feeds it) */
+	bool absorb_cross_kv;      /* --absorb-cross-kv (set for --target host): attention of a few
+	                              queries reads the sequence its K/V were projected from */
 } FuseOptions;
 
 /* Options of the numerics passes (group 'numerics'; chimera targets).
@@ -112,6 +114,7 @@ int pass_fuse_gqa(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_matmul_nbits(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_qdq_matmul(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_qkv(Module *m, PassContext *ctx, Diag *d);
+int pass_absorb_cross_kv(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_logmel(Module *m, PassContext *ctx, Diag *d);
 int pass_fuse_argmax(Module *m, PassContext *ctx, Diag *d);
 int pass_static_kv_cache(Module *m, PassContext *ctx, Diag *d);

@@ -67,6 +67,10 @@ static const char usage_main[] =
 "                        final norm and LM head; int8: QMatMul(QuantizeLinear(RMSNorm(h))))\n"
 "                        becomes h, named hidden_states; head: only\n"
 "                        that norm and projection remain, with input hidden_states\n"
+"  --absorb-cross-kv     attention of T queries over the K/V projections of S rows, read\n"
+"                        by nothing else, with H*T well below D (a Whisper decoder_prefill's\n"
+"                        cross-attention) reads the S rows themselves: the projections are\n"
+"                        not computed (pass absorb-cross-kv; on by default with --target host)\n"
 "  --position-input      a com.microsoft GroupQueryAttention (ONNX Runtime GenAI) whose\n"
 "                        positions come from attention_mask (seqlens_k) reads them from\n"
 "                        the graph input position_ids [B,S] instead, added if missing (what\n"
@@ -149,6 +153,8 @@ static const char usage_main[] =
 "  --no-autotune         host: with --cpu native, take the blocking model's choice instead of\n"
 "                        timing a few candidate blockings per MatMulNBits shape (cached in\n"
 "                        ~/.cache/wlower/autotune.tsv; docs/host-contracts.md)\n"
+"  --no-absorb-cross-kv  host: keep the K/V projections of a cross-attention (no\n"
+"                        absorb-cross-kv; e.g. to compare)\n"
 "  --host-precision P    host: fp32 (default), bf16 or auto (bf16 where the CPU has\n"
 "                        AVX512-BF16, else fp32). bf16: MatMulNBits (4-bit and constant float\n"
 "                        weights, the latter stored as bf16; a tied embedding table is read\n"
@@ -180,6 +186,7 @@ typedef struct Options {
 	double ocm, clock, ext_bw, calibrate_margin;
 	bool argmax_on_device;
 	bool no_autotune;
+	bool no_absorb_cross_kv;
 	const char *host_precision;
 	bool print_weights, external_data, list_passes, list_ops, stats, print_fracbits;
 	OptList dims;                  /* --dim NAME=N, each occurrence */
@@ -214,6 +221,7 @@ static const OptSpec compile_opts[] = {
 	{"--kv-cache-ranges", NULL, OPT_STRING, O(pipe.fuse.kv_cache_ranges)},
 	{"--split-lm-head", NULL, OPT_STRING, O(pipe.fuse.split_lm_head)},
 	{"--position-input", NULL, OPT_FLAG, O(pipe.fuse.position_input)},
+	{"--absorb-cross-kv", NULL, OPT_FLAG, O(pipe.fuse.absorb_cross_kv)},
 	{"--dim", NULL, OPT_LIST, O(dims)},
 	{"--pipeline", NULL, OPT_STRING, O(pipeline)},
 	{"--calibrate", NULL, OPT_LIST, O(calibrate)},
@@ -233,6 +241,7 @@ static const OptSpec compile_opts[] = {
 	{"--cpu", NULL, OPT_STRING, O(cpu)},
 	{"--threads", NULL, OPT_INT, O(threads), 0, 1024, false, "%s: '%s' is not 0..1024"},
 	{"--no-autotune", NULL, OPT_FLAG, O(no_autotune)},
+	{"--no-absorb-cross-kv", NULL, OPT_FLAG, O(no_absorb_cross_kv)},
 	{"--host-precision", NULL, OPT_STRING, O(host_precision)},
 	OPT_END,
 };
@@ -252,7 +261,8 @@ static bool given(const Options *o, const char *name)
 
 /* The hardware options, by target; they need --target. */
 static const char *const chimera_only[] = {"--cores", "--ocm", "--macs-per-pe", "--clock", "--ext-bw", NULL};
-static const char *const host_only[] = {"--cpu", "--threads", "--no-autotune", "--host-precision", NULL};
+static const char *const host_only[] = {"--cpu", "--threads", "--no-autotune", "--host-precision",
+                                        "--no-absorb-cross-kv", NULL};
 
 /* The first option of list that was given, or NULL. */
 static const char *first_given(const Options *o, const char *const *list)
@@ -385,6 +395,10 @@ static int target_options(Options *o, TargetKind kind, TargetOptions *out)
 		                 chimera ? "--target host" : "the qc-* targets", o->target);
 	if (!chimera && o->cpu && !host_cpu_known(o->cpu))
 		return cmd_usage(NULL, "--cpu: unknown CPU '%s' (64-bit x86; '--cpu help' lists them)", o->cpu);
+	/* host: a cross-attention over projected rows reads the rows (absorb-cross-kv); the
+	 * qc targets keep the projections (their tranges name those tensors) */
+	if (!chimera && !o->no_absorb_cross_kv)
+		o->pipe.fuse.absorb_cross_kv = true;
 	TargetOptions to = {.kind = kind, .target_name = o->target, .model_path = o->model,
 	                    .print_fracbits = o->print_fracbits,
 	                    .fuse = o->pipe.fuse, .t_start_ms = wl_now_ms()};

@@ -81,6 +81,12 @@ void parallel_for(ThreadPool *p, int64_t n, int64_t grain, ParallelFn fn, void *
  * Exec. threads <= 0: one per online CPU. */
 typedef struct Exec Exec;
 /* True when op has a reference kernel (ref_table.c); false for OP_UNKNOWN. */
+/* A MatMulNBits weight of bits 2/4/8 (com.microsoft layout: q [N, kblocks,
+ * block·bits/8], scales [N·kblocks], zero points packed uint8 [N,
+ * ceil(kblocks·bits/8)], float [N·kblocks] or none: 2^(bits−1)) as floats,
+ * (q − zp)·scale: out[k·ldo + n] for k < K, n < N. Inputs may be unaligned. */
+void interp_nbits_dequant(const uint8_t *q, const void *scales, const uint8_t *zp_packed, const void *zp_float,
+                          int bits, int64_t block, int64_t K, int64_t N, float *out, int64_t ldo);
 bool interp_op_supported(Op op);
 int exec_new(Module *m, int threads, Exec **out, Diag *d);
 void exec_free(Exec *e);

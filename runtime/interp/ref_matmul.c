@@ -74,6 +74,17 @@ static void nbits_row(const GemmB *B, int64_t n, int64_t k0, int64_t kc, float *
 	}
 }
 
+void interp_nbits_dequant(const uint8_t *q, const void *scales, const uint8_t *zp_packed, const void *zp_float,
+                          int bits, int64_t block, int64_t K, int64_t N, float *out, int64_t ldo)
+{
+	int64_t kblocks = (K + block - 1) / block;
+	GemmB B = {.kind = GB_NBITS, .q = q, .scales = scales, .zp_packed = zp_packed, .zp_float = zp_float,
+	           .bits = bits, .block = (int)block, .kblocks = kblocks, .blob = block * bits / 8,
+	           .zp_row = (kblocks * bits + 7) / 8};
+	for (int64_t n = 0; n < N; n++)
+		nbits_row(&B, n, 0, K, out + n, ldo);
+}
+
 static float im2col_at(const GemmB *B, const ufloat *x, int64_t k, int64_t n)
 {
 	int64_t kk[3], oo[3], idx = 0, c;
