@@ -16,6 +16,8 @@
  * --argmax-on-device it ends in ai.wlower.GreedyArgMax (fuse-argmax, then the
  * split keeps it): output token_ids [1,1] int32, pipeline.json
  * llm.argmax_on_device true, and the runtime reads the id (greedy only).
+ * Programs with byte-identical weights.bin (host: prefill and step) keep one
+ * file, hard-linked (share_weights).
  * runtime/pipelines/llm.c says how the cache is kept. Target "ref" keeps the
  * fused graph (model.onnx, run by the reference executor); host and qc-*
  * compile it as `--target` does.
@@ -489,6 +491,55 @@ static int llm_pipeline(const PipelineArgs *pa, const char *dir, cJSON *root, Di
 	return check_head(cJSON_GetArrayItem(programs, 2), &c, pa->argmax_on_device, step, d);
 }
 
+/* Programs whose weights.bin are the same bytes (an llm pipeline's prefill and
+ * step: the same layers, packed the same way) keep one file: the later
+ * program's becomes a hard link to the first one's (link to a temporary name,
+ * then rename over it, so a failure leaves the copy). Disk and, since every
+ * program maps its weights read-only, memory hold those bytes once. A file
+ * system without hard links keeps the copies. Returns the bytes saved. */
+static uint64_t share_weights(const char *dir, const cJSON *programs)
+{
+	enum { MAXP = 16 };
+	char path[MAXP][4200];
+	struct stat st[MAXP];
+	int n = 0;
+	uint64_t saved = 0;
+	const cJSON *p;
+	cJSON_ArrayForEach(p, programs) {
+		const cJSON *pd = cJSON_GetObjectItemCaseSensitive(p, "dir");
+		if (n == MAXP || !cJSON_IsString(pd))
+			break;
+		snprintf(path[n], sizeof path[n], "%s/%s/weights.bin", dir, pd->valuestring);
+		if (stat(path[n], &st[n]) != 0 || !S_ISREG(st[n].st_mode) || st[n].st_size == 0)
+			continue;
+		for (int j = 0; j < n; j++) {
+			if (st[j].st_size != st[n].st_size || st[j].st_ino == st[n].st_ino)
+				continue;
+			MappedFile a = {0}, b = {0};
+			Diag d = {0};
+			if (file_map(path[j], &a, &d) != WL_OK)
+				continue;
+			bool same = file_map(path[n], &b, &d) == WL_OK && b.len == a.len && memcmp(a.addr, b.addr, a.len) == 0;
+			if (b.addr)
+				file_unmap(&b);
+			file_unmap(&a);
+			char tmp[4300];
+			snprintf(tmp, sizeof tmp, "%s.link", path[n]);
+			unlink(tmp);
+			if (same && link(path[j], tmp) == 0) {
+				if (rename(tmp, path[n]) == 0) {
+					saved += (uint64_t)st[n].st_size;
+					st[n] = st[j];
+					break;
+				}
+				unlink(tmp);
+			}
+		}
+		n++;
+	}
+	return saved;
+}
+
 /* The programs and pipeline.json of the pipeline into dir (which exists). */
 static int build_pipeline(const PipelineArgs *pa, const char *dir, double t0, Diag *d)
 {
@@ -499,6 +550,10 @@ static int build_pipeline(const PipelineArgs *pa, const char *dir, double t0, Di
 	cJSON_AddStringToObject(root, "target", pa->target);
 	cJSON_AddStringToObject(root, "wlower_version", WLOWER_VERSION);
 	int rc = strcmp(pa->kind, "whisper") == 0 ? whisper_pipeline(pa, dir, root, d) : llm_pipeline(pa, dir, root, d);
+	uint64_t shared = rc == WL_OK ? share_weights(dir, cJSON_GetObjectItemCaseSensitive(root, "programs")) : 0;
+	if (shared)
+		fprintf(stderr, "wlower: programs with the same weights.bin share one file (hard links): %.1f MB saved\n",
+		        (double)shared / 1e6);
 	cJSON *files = cJSON_AddArrayToObject(root, "files");
 	const cJSON *p;
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(root, "programs")) {

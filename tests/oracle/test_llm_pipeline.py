@@ -134,6 +134,14 @@ def seeded(W, work, targets, t):
                 t.check("%s/%s: compile" % (label, target), r.returncode == 0, r.stderr.strip()[-300:])
                 if r.returncode == 0:
                     pipes[target] = pipe
+                    # prefill and step hold the same layers: host packs them the same way, and
+                    # the pipeline keeps one weights.bin (a hard link), which generate then reads
+                    if target == "host":
+                        a, b = (os.stat(os.path.join(pipe, p, "weights.bin")) for p in ("prefill", "step"))
+                        t.check("%s/%s: prefill and step share one weights.bin" % (label, target),
+                                a.st_ino == b.st_ino and a.st_nlink == 2 and "share one file" in r.stderr,
+                                "inodes %d %d, links %d, stderr %s" % (a.st_ino, b.st_ino, a.st_nlink,
+                                                                       r.stderr.strip()[-200:]))
             prompts = [("", prompt, n)] + ([] if label.endswith("-nbits") else [("-long", LONG, 8)])
             for tag, ids, count in prompts:
                 ort_dir = os.path.join(work, label + tag + "-ort-logits")
