@@ -5,7 +5,11 @@
  * Tiled online-softmax ("flash") attention: no T x L score matrix exists in
  * memory. Two parallel phases over api->parallel_for:
  *
- *  1. pack, one task per (batch, KV head): the keys and values of the head
+ *  1. pack, one task per (batch, KV head) — or per chunk of its new rows
+ *     when there are fewer than 8 such heads and no past rows (nsc chunks of
+ *     at least 256 rows, whole key blocks; the first writes the padding and
+ *     the bias): the keys
+ *     and values of the head
  *     (past rows first, then the new rows; GQA rotates new keys with RoPE;
  *     fp16 rounds to binary16) are written to the present outputs when the
  *     node has them, and packed into the kernel's scratch as
@@ -18,7 +22,8 @@
  *                             int attention_mask is != 1, −inf past L.
  *     repeat_kv is index mapping: query head h reads KV head h / (H/Hkv).
  *  2. attend, one task per (batch, head, block of nrt·Br query rows; nrt =
- *     up to 4 row tiles of Br): the block's queries (scaled, rotated,
+ *     up to 4 row tiles of Br, halved when there is one (batch, head) so two
+ *     threads share its rows): the block's queries (scaled, rotated,
  *     rounded), O, the running max m and the lane-wise running sum l sit in
  *     small stack tiles; for each block of Bc = 4 vectors of keys (64 on
  *     AVX-512, 32 on AVX2), and on it for each row tile (the block's Kt
@@ -109,7 +114,7 @@ typedef struct Attn {
 	bool bf;    /* --host-precision bf16 on the tiled path: Kt, Vp, Q and P in bf16,
 	             * Q·Kᵀ and P·V by vdpbf16ps (see "bf16" in the header) */
 	/* tiling */
-	int64_t Br, Bc, Kw, Lp, hdp, nrt, nqb, pvc;
+	int64_t Br, Bc, Kw, Lp, hdp, nrt, nqb, pvc, nsc, sch;
 	uint64_t off_kt, off_vp, off_bias, scratch;
 } Attn;
 
@@ -159,7 +164,23 @@ static void attn_tiling(HostGen *g, Attn *a)
 		a->nrt = 4;
 	if (a->nrt < 1)
 		a->nrt = 1;
+	/* one (batch, head) with a few row tiles (absorb-cross-kv's one head of
+	 * T·H rows): two tasks, not one, so a second thread has work */
+	if (a->B * a->H == 1 && a->nrt > 1)
+		a->nrt = (a->nrt + 1) / 2;
 	a->nqb = (a->T + a->nrt * a->Br - 1) / (a->nrt * a->Br);
+	/* pack tasks: (batch, KV head), each cut in nsc chunks of new rows when
+	 * there are fewer than 8 of them and nothing else to copy (no past rows) */
+	a->nsc = 1;
+	a->sch = a->S;
+	if (a->P == 0 && !a->stat && a->B * a->Hkv < 8) {
+		int64_t n = (8 + a->B * a->Hkv - 1) / (a->B * a->Hkv);
+		if (n > a->S / 256)
+			n = a->S / 256 > 1 ? a->S / 256 : 1;
+		/* chunks of whole key blocks: no two tasks write one Kt panel */
+		a->sch = ((a->S + n - 1) / n + a->Bc - 1) / a->Bc * a->Bc;
+		a->nsc = (a->S + a->sch - 1) / a->sch;
+	}
 	uint64_t kt = (uint64_t)(a->B * a->Hkv * a->hd * a->Lp) * 4;
 	uint64_t vp = (uint64_t)(a->B * a->Hkv * a->Lp * a->hdp) * 4;
 	uint64_t bias = (uint64_t)(a->B * a->Lp) * 4;
@@ -498,10 +519,17 @@ static void put_v(HostGen *g, const Attn *a, LLVMValueRef vp, LLVMValueRef j, LL
 static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef *caps)
 {
 	HgPar par;
-	hg_par_begin(g, &par, api, ci(g, a->B * a->Hkv), caps, C_N, "attn_pack");
+	hg_par_begin(g, &par, api, ci(g, a->B * a->Hkv * a->nsc), caps, C_N, "attn_pack");
 	LLVMValueRef *c = par.cap;
 	HgLoop lt;
-	LLVMValueRef task = hg_loop_begin(g, &lt, par.i0, par.i1, 1, "bk");
+	LLVMValueRef ptask = hg_loop_begin(g, &lt, par.i0, par.i1, 1, "bk");
+	/* (batch, KV head) and the chunk sc of its new rows: [s0, s1) */
+	LLVMValueRef task = LLVMBuildSDiv(g->b, ptask, ci(g, a->nsc), "bkv");
+	LLVMValueRef sc = LLVMBuildSRem(g->b, ptask, ci(g, a->nsc), "sc");
+	LLVMValueRef s0 = mul(g, sc, ci(g, a->sch));
+	LLVMValueRef s1 = add(g, s0, ci(g, a->sch));
+	s1 = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, s1, ci(g, a->S), ""), s1, ci(g, a->S), "s1");
+	LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntEQ, sc, ci(g, 0), "first");
 	LLVMValueRef b = LLVMBuildSDiv(g->b, task, ci(g, a->Hkv), "b");
 	LLVMValueRef kh = LLVMBuildSRem(g->b, task, ci(g, a->Hkv), "kh");
 	LLVMValueRef kt = hg_gepf(g, c[C_KT], mul(g, task, ci(g, a->hd * a->Lp)));
@@ -539,7 +567,7 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 	}
 	{
 		HgLoop ls;
-		LLVMValueRef s = hg_loop_begin(g, &ls, ci(g, 0), ci(g, a->S), 1, "s");
+		LLVMValueRef s = hg_loop_begin(g, &ls, s0, s1, 1, "s");
 		LLVMValueRef off;
 		if (a->bhsd)
 			off = mul(g, add(g, mul(g, task, ci(g, a->S)), s), ci(g, a->hd));
@@ -553,6 +581,9 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 		hg_loop_end(g, &ls);
 	}
 #undef STORE_ROW
+	/* the padding rows and the key bias row: the first chunk's task */
+	HgIf f0;
+	hg_if_begin(g, &f0, first);
 	if (a->Lp > a->L || a->stat) {
 		HgLoop lj;
 		LLVMValueRef j = hg_loop_begin(g, &lj, add(g, nv, ci(g, a->S)), pend, 1, "jz");
@@ -589,6 +620,7 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 		hg_loop_end(g, &lj);
 	}
 	hg_if_end(g, &fi);
+	hg_if_end(g, &f0);
 	hg_loop_end(g, &lt);
 	hg_par_end(g, &par);
 }

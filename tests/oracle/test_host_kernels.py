@@ -207,6 +207,10 @@ def cases(rng):
         whisper_attn("wa_xdec_bsd_b2", B=2, T=2, S=45, H=3, hd=16, rng=rng),
         whisper_attn("wa_xdec_bsd_hd8", T=3, S=33, H=2, hd=8, rng=rng),
         whisper_attn("wa_xdec_bsd_hd20", T=1, S=70, H=2, hd=20, rng=rng),
+        # one (batch, head) of 24 rows of width 384 (absorb-cross-kv's shape): two attend
+        # tasks, the pack cut in chunks of whole key blocks; and B * H = 4 < 8 heads
+        whisper_attn("wa_pack_chunks", T=24, S=700, H=1, hd=384, rng=rng),
+        whisper_attn("wa_pack_chunks_b2", B=2, T=9, S=600, H=2, hd=32, rng=rng),
         whisper_attn("wa_past", T=1, S=1, P=20, causal=1, rng=rng),
         whisper_attn("wa_past_t4", T=4, S=4, P=7, causal=1, rng=rng),
         whisper_attn("wa_fp16", T=20, S=20, fp16=1, rng=rng),
@@ -248,6 +252,7 @@ def bf16_cases(rng):
         (whisper_attn("bf16_cross", T=9, S=50, bhsd=True, rng=rng), PSNR_BF16),
         (whisper_attn("bf16_past_t4", T=4, S=4, P=7, causal=1, rng=rng), PSNR_BF16),
         (whisper_attn("bf16_hd6", T=11, S=13, H=3, hd=6, rng=rng), PSNR_BF16),
+        (whisper_attn("bf16_pack_chunks", T=17, S=530, H=1, hd=64, rng=rng), PSNR_BF16),
         (gqa("bf16_gqa_prefill", rng=rng), PSNR_BF16),
         (gqa_static("bf16_gqa_static_tiled_t6", T=6, nv=(9,), hd=16, P=24, rng=rng), PSNR_BF16),
         # ConvStem: bf16 pairs over the input channels (xT, h1 and both weight panels)
