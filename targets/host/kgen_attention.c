@@ -22,8 +22,8 @@
  *                             int attention_mask is != 1, −inf past L.
  *     repeat_kv is index mapping: query head h reads KV head h / (H/Hkv).
  *  2. attend, one task per (batch, head, block of nrt·Br query rows; nrt =
- *     up to 4 row tiles of Br, halved when there is one (batch, head) so two
- *     threads share its rows): the block's queries (scaled, rotated,
+ *     up to 4 row tiles of Br, halved when that leaves one task in all, so
+ *     two threads share its rows): the block's queries (scaled, rotated,
  *     rounded), O, the running max m and the lane-wise running sum l sit in
  *     small stack tiles; for each block of Bc = 4 vectors of keys (64 on
  *     AVX-512, 32 on AVX2), and on it for each row tile (the block's Kt
@@ -164,11 +164,13 @@ static void attn_tiling(HostGen *g, Attn *a)
 		a->nrt = 4;
 	if (a->nrt < 1)
 		a->nrt = 1;
-	/* one (batch, head) with a few row tiles (absorb-cross-kv's one head of
-	 * T·H rows): two tasks, not one, so a second thread has work */
-	if (a->B * a->H == 1 && a->nrt > 1)
-		a->nrt = (a->nrt + 1) / 2;
 	a->nqb = (a->T + a->nrt * a->Br - 1) / (a->nrt * a->Br);
+	/* a single attend task (one (batch, head) of a few row tiles:
+	 * absorb-cross-kv's one head of T·H rows): two, so a second thread has work */
+	if (a->B * a->H * a->nqb == 1 && a->nrt > 1) {
+		a->nrt = (a->nrt + 1) / 2;
+		a->nqb = (a->T + a->nrt * a->Br - 1) / (a->nrt * a->Br);
+	}
 	/* pack tasks: (batch, KV head), each cut in nsc chunks of new rows when
 	 * there are fewer than 8 of them and nothing else to copy (no past rows) */
 	a->nsc = 1;
