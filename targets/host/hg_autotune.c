@@ -242,7 +242,7 @@ int hg_autotune_mm(HostGen *g, const Node *n, int64_t M, int64_t K, int64_t N, i
 	buf[0] = alloc64((size_t)(Mt * K) * 4);
 	buf[1] = alloc64((size_t)(np * kp));
 	buf[2] = alloc64((size_t)(np * kb) * 4);
-	buf[3] = alloc64((size_t)(np * kb) * 4);
+	buf[3] = alloc64((size_t)(np * kb));   /* zero-point bytes (hg_mm_trial_kernel) */
 	buf[4] = alloc64((size_t)(Mt * N) * 4);
 	for (int i = 0; i < 5; i++)
 		if (!buf[i]) {
@@ -250,15 +250,15 @@ int hg_autotune_mm(HostGen *g, const Node *n, int64_t M, int64_t K, int64_t N, i
 			goto done;
 		}
 	uint32_t s = 12345;
-	float *A = buf[0], *sc = buf[2], *of = buf[3];
-	uint8_t *w = buf[1];
+	float *A = buf[0], *sc = buf[2];
+	uint8_t *w = buf[1], *zp = buf[3];
 	for (int64_t i = 0; i < Mt * K; i++)
 		A[i] = (float)(rnd(&s) % 2001) * 1e-3f - 1.0f;
 	for (int64_t i = 0; i < np * kp; i++)
 		w[i] = (uint8_t)rnd(&s);
 	for (int64_t i = 0; i < np * kb; i++) {
 		sc[i] = 0.01f;
-		of[i] = -0.08f;
+		zp[i] = 8;
 	}
 	void *args[16] = {0};
 	args[0] = buf[0];

@@ -19,7 +19,9 @@
  * 4-bit weights stay 4-bit: hg_prepare_matmul_nbits repacks them (at compile
  * time, into weights.bin) N-interleaved per NR-column panel: panel t, k pair
  * p holds NR bytes, byte j = q[2p][n] | q[2p+1][n] << 4 for n = t·NR + j; per
- * (panel, k block) a row of NR scales and a row of NR offsets (−zp·scale).
+ * (panel, k block) a row of NR scales and a row of NR zero-point bytes (the
+ * kernel makes the offsets −zp·scale once per block; float zero points: a
+ * row of NR float offsets instead, attribute host_zp_bytes absent).
  * The micro-kernel zero-extends 16 bytes into an integer vector, splits the
  * nibbles (and 15, shift 4), converts, and dequantizes in registers with one
  * fma (q·scale + offset) per vector: no float weight buffer exists. Each
@@ -63,6 +65,8 @@ typedef struct MM {
 	const Node *n;
 	int64_t M, K, N, bits, block, kblocks, trans_b;
 	int64_t groups;          /* bits 32: W is [K, N/groups], block diagonal (1: plain) */
+	bool zpb;                /* 4-bit packed: input 3 holds zero points as bytes (the offsets
+	                            −zp·scale are made per block); else float offsets */
 	int nsplit;
 	int64_t soff[MAXSPLIT], slen[MAXSPLIT], tstart[MAXSPLIT + 1];  /* column offset, width, first panel */
 	int64_t T;               /* panels */
@@ -90,6 +94,7 @@ static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
 	mm->trans_b = attr_int(n, "trans_b", 0);
 	mm->groups = attr_int(n, "groups", 1);
 	mm->packed = attr_int(n, "host_packed", 0) != 0;
+	mm->zpb = mm->packed && attr_int(n, "host_zp_bytes", 0) != 0;
 	if (n->ninputs < 2 || !n->inputs[0] || !n->inputs[1])
 		return diag_fail(d, "%s: node '%s': MatMulNBits needs A and B", hg_model_name(g), n->name);
 	if (mm->K <= 0 || mm->N <= 0)
@@ -427,10 +432,16 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 	int64_t KP = (K + 1) / 2;   /* k pairs (an odd K ends with a half-used byte) */
 	Value *vb = hg_new_init(gr, "host_w4", DT_UINT8, T * KP * NR, &pb);
 	Value *vs = hg_new_init(gr, "host_scale", DT_FLOAT, T * mm.kblocks * NR, &ps);
-	Value *vo = hg_new_init(gr, "host_offset", DT_FLOAT, T * mm.kblocks * NR, &po);
+	/* integer zero points (packed uint8, or the default 8) stay bytes, NR per
+	 * (panel, block): a quarter of float offsets (for an LLM's weights 1/16
+	 * instead of 1/4 of the 4-bit bytes); the kernel makes −zp·scale per block.
+	 * Float zero points keep float offsets. */
+	bool zpb = !zf;
+	Value *vo = zpb ? hg_new_init(gr, "host_zp", DT_UINT8, T * mm.kblocks * NR, &po)
+	                : hg_new_init(gr, "host_offset", DT_FLOAT, T * mm.kblocks * NR, &po);
 	Value *vbias = bias ? hg_new_init(gr, "host_bias", DT_FLOAT, T * NR, &pbias) : NULL;
-	uint8_t *ob = pb;
-	float *os = ps, *oo = po, *obias = pbias;
+	uint8_t *ob = pb, *oz = zpb ? po : NULL;
+	float *os = ps, *oo = zpb ? NULL : po, *obias = pbias;
 	for (int s = 0; s < mm.nsplit; s++)
 		for (int64_t t = mm.tstart[s]; t < mm.tstart[s + 1]; t++)
 			for (int64_t j = 0; j < NR; j++) {
@@ -447,7 +458,10 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 					else if (zf)
 						zp = load_f32(zf, col * mm.kblocks + kb);
 					os[(t * mm.kblocks + kb) * NR + j] = sc;
-					oo[(t * mm.kblocks + kb) * NR + j] = -zp * sc;
+					if (oz)
+						oz[(t * mm.kblocks + kb) * NR + j] = (uint8_t)zp;
+					else
+						oo[(t * mm.kblocks + kb) * NR + j] = -zp * sc;
 				}
 				for (int64_t p = 0; p < KP; p++) {
 					/* k = 2p, 2p+1 live in one byte of the source blob (low nibble first) */
@@ -462,6 +476,8 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 	node_set_input(n, 3, vo);
 	node_set_input(n, 4, vbias);
 	node_add_attr(n, "host_packed", AT_INT)->i = 1;
+	if (zpb)
+		node_add_attr(n, "host_zp_bytes", AT_INT)->i = 1;
 	return WL_OK;
 }
 
@@ -524,7 +540,24 @@ static void panel_ptrs(HostGen *g, MM *mm, LLVMValueRef t, LLVMValueRef *wt, LLV
 	LLVMBuilderRef b = g->b;
 	*wt = hg_gep(g, g->t_i8, mm->B, LLVMBuildMul(b, t, hg_i64(g, (mm->K + 1) / 2 * mm->NR), ""));
 	*st = hg_gepf(g, mm->SC, LLVMBuildMul(b, t, hg_i64(g, mm->kblocks * mm->NR), ""));
-	*ot = hg_gepf(g, mm->OF, LLVMBuildMul(b, t, hg_i64(g, mm->kblocks * mm->NR), ""));
+	LLVMValueRef oo = LLVMBuildMul(b, t, hg_i64(g, mm->kblocks * mm->NR), "");
+	*ot = mm->zpb ? hg_gep(g, g->t_i8, mm->OF, oo) : hg_gepf(g, mm->OF, oo);
+}
+
+/* The offsets −zp·scale of vector h of a block (its row at so in the panel's
+ * offsets or zero points), sv[h] its scales: loaded (float zero points) or
+ * made from the zero-point bytes (fneg(zp·scale): the bits the compile-time
+ * −zp·scale had) */
+static LLVMValueRef block_offsets(HostGen *g, MM *mm, LLVMValueRef ot, LLVMValueRef so, int h, LLVMValueRef svh)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef o = LLVMBuildAdd(b, so, hg_i64(g, h * g->vw), "");
+	if (!mm->zpb)
+		return hg_vload(g, ot, o);
+	LLVMValueRef z8 = LLVMBuildLoad2(b, LLVMVectorType(g->t_i8, (unsigned)g->vw), hg_gep(g, g->t_i8, ot, o), "zp8");
+	LLVMSetAlignment(z8, 1);
+	LLVMValueRef zf = LLVMBuildUIToFP(b, LLVMBuildZExt(b, z8, g->t_vi32, ""), g->t_vf, "zp");
+	return LLVMBuildFNeg(b, LLVMBuildFMul(b, zf, svh, ""), "off");
 }
 
 /* In-register path: acc += A[rows, block kb (first len k)] · W[that, panel t],
@@ -540,7 +573,7 @@ static void reg_block(HostGen *g, MM *mm, LLVMValueRef t, LLVMValueRef kb, int64
 	LLVMValueRef so = LLVMBuildMul(b, kb, hg_i64(g, mm->NR), "");
 	for (int h = 0; h < NV; h++) {
 		sv[h] = hg_vload(g, st, LLVMBuildAdd(b, so, hg_i64(g, h * vw), ""));
-		ov[h] = hg_vload(g, ot, LLVMBuildAdd(b, so, hg_i64(g, h * vw), ""));
+		ov[h] = block_offsets(g, mm, ot, so, h, sv[h]);
 	}
 	LLVMValueRef k0 = LLVMBuildMul(b, kb, hg_i64(g, mm->block), "");
 	LLVMValueRef p0 = LLVMBuildMul(b, kb, hg_i64(g, mm->block / 2), "");
@@ -855,7 +888,7 @@ static void panel_dequant(HostGen *g, MM *mm, LLVMValueRef t, int64_t kc0, int64
 		LLVMValueRef so = LLVMBuildMul(b, kb, hg_i64(g, mm->NR), "");
 		for (int h = 0; h < NV; h++) {
 			sv[h] = hg_vload(g, st, LLVMBuildAdd(b, so, hg_i64(g, h * vw), ""));
-			ov[h] = hg_vload(g, ot, LLVMBuildAdd(b, so, hg_i64(g, h * vw), ""));
+			ov[h] = block_offsets(g, mm, ot, so, h, sv[h]);
 		}
 		HgLoop lp;
 		LLVMValueRef pp = hg_loop_begin(g, &lp, hg_i64(g, 0), hg_i64(g, np), 1, "dkp");
@@ -1357,6 +1390,7 @@ void hg_mm_trial_kernel(HostGen *g, const Node *n, int64_t M, int64_t K, int64_t
 	mm.tstart[1] = mm.T;
 	mm.has_tail = N % mm.NR != 0;
 	mm.packed = true;
+	mm.zpb = true;   /* zero-point bytes, as a packed node without float zero points */
 	mm.bf16 = g->bf16;
 	if (mm.MC > 0 && M > mm.MR)
 		emit_panels(g, &mm, fn);

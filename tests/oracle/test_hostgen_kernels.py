@@ -517,6 +517,10 @@ def cases(rng):
         mm4("mm4_zp_bias", rng),
         mm4("mm4_nozp_m4_splits", rng, M=4, K=128, N=80, zp=None, bias=False, splits=[32, 16, 32]),
         mm4("mm4_floatzp_m1", rng, M=1, K=64, N=33, zp="float", bias=True),
+        # float zero points keep float offsets on the panel path too (packed and
+        # default zero points are bytes there: host_zp_bytes)
+        mm4("mm4_floatzp_panel", rng, M=100, K=96, N=80, zp="float", bias=True),
+        mm4("mm4_nozp_panel", rng, M=100, K=96, N=80, zp=None, bias=False),
         mm4("mm4_block64_m25", rng, M=25, K=128, N=64, block=64, splits=[40, 24]),
         mm32("mm32_bias", rng),
         mm32("mm32_splits", rng, M=14, K=32, N=48, splits=[16, 20, 12]),
