@@ -125,6 +125,8 @@ static bool match_absorb(Node *n, AbsorbMatch *c)
 	if (!c->x || static_shape(c->x, kd) != 3 || kd[0] != c->B || kd[2] != c->D)
 		return false;
 	c->S = kd[1];
+	if (attr_int(n, "q_len", -1) != c->T || attr_int(n, "kv_len", -1) != c->S)
+		return false;
 	if (!projection(c->k, c->x, c->D) || !projection(c->v, c->x, c->D) || in(c->k, 4))
 		return false;
 	c->bv = in(c->v, 4);
