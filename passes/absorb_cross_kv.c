@@ -169,10 +169,10 @@ static Value *new_init(Module *m, const char *hint, int dt, int rank, const int6
 	return v;
 }
 
+/* a new node named after the attention: name + suffix */
 static Node *add_node(Module *m, const char *op, const char *domain, const char *name, const char *suffix)
 {
-	Node *n = node_new(m->graph, op, domain, arena_printf(m->arena, "%s%s", name, suffix));
-	return n;
+	return node_new(m->graph, op, domain, arena_printf(m->arena, "%s%s", name, suffix));
 }
 
 static Node *grouped_matmul(Module *m, const char *name, const char *suffix, int64_t K, int64_t N, int64_t G)
