@@ -160,15 +160,6 @@ static Value *new_value(Module *m, const char *hint, int dt, int rank, const int
 	return v;
 }
 
-static Value *new_init(Module *m, const char *hint, int dt, int rank, const int64_t *dims, void **data)
-{
-	Value *v = new_value(m, hint, dt, rank, dims);
-	Tensor *t = tensor_new(m->arena, v->name, dt, rank, dims);
-	*data = tensor_alloc_data(m->arena, t);
-	graph_set_init(m->graph, v, t);
-	return v;
-}
-
 /* a new node named after the attention: name + suffix */
 static Node *add_node(Module *m, const char *op, const char *domain, const char *name, const char *suffix)
 {
@@ -186,7 +177,7 @@ static Node *reshape(Module *m, const char *name, const char *suffix, Value *x, 
 {
 	void *p;
 	int64_t three = 3, shape[3] = {d0, d1, d2};
-	Value *sv = new_init(m, "absorb_shape", DT_INT64, 1, &three, &p);
+	Value *sv = new_initializer(m->graph, "absorb_shape", DT_INT64, 1, &three, &p);
 	memcpy(p, shape, sizeof shape);
 	Node *r = add_node(m, "Reshape", "", name, suffix);
 	node_add_input(r, x);
@@ -210,13 +201,13 @@ static bool rewrite_absorb(Module *m, AbsorbMatch *c)
 	weight_of(c->v, D, wv);
 	void *p;
 	int64_t dka[2] = {D, D}, dva[2] = {H * D, hd};
-	Value *wka = new_init(m, "absorb_wk", DT_FLOAT, 2, dka, &p);
+	Value *wka = new_initializer(m->graph, "absorb_wk", DT_FLOAT, 2, dka, &p);
 	float *ka = p;
 	for (int64_t h = 0; h < H; h++)
 		for (int64_t e = 0; e < hd; e++)
 			for (int64_t j = 0; j < D; j++)
 				ka[(h * hd + e) * D + j] = wk[j * D + h * hd + e];
-	Value *wva = new_init(m, "absorb_wv", DT_FLOAT, 2, dva, &p);
+	Value *wva = new_initializer(m->graph, "absorb_wv", DT_FLOAT, 2, dva, &p);
 	float *va = p;
 	for (int64_t h = 0; h < H; h++)
 		for (int64_t j = 0; j < D; j++)

@@ -50,14 +50,13 @@ static bool roi_align_free(Module *m)
 
 /* ---------------------------------------------------------------- rewrite */
 
-static Value *ones(Module *m, Graph *g, int64_t D)
+static Value *ones(Graph *g, int64_t D)
 {
-	Value *v = graph_new_value(g, "layernorm_ones");
-	Tensor *t = tensor_new(m->arena, v->name, DT_FLOAT, 1, &D);
-	float *p = tensor_alloc_data(m->arena, t);
+	void *d;
+	Value *v = new_initializer(g, "layernorm_ones", DT_FLOAT, 1, &D, &d);
+	float *p = d;
 	for (int64_t i = 0; i < D; i++)
 		p[i] = 1.0f;
-	graph_set_init(g, v, t);
 	return v;
 }
 
@@ -82,7 +81,7 @@ static void rewrite_layernorm(Module *m, NormMatch *L, int *counter)
 {
 	Node *last = L->y->producer, *const *nodes = L->set.nodes;
 	int nn = L->set.nn;
-	Value *gamma = L->gamma ? L->gamma : ones(m, last->graph, L->D);
+	Value *gamma = L->gamma ? L->gamma : ones(last->graph, L->D);
 	const char *name = fused_node_name(m, nodes, nn, "LayerNorm", "LayerNorm", counter);
 	Node *n = emit_ln(m, last, name, L->x, gamma, L->beta, L->eps);
 	set_fused_from(m, n, nodes, nn);

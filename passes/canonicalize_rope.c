@@ -93,18 +93,16 @@ static Value *rope_table(Module *m, const RopeMatch *r, bool is_cos, int64_t row
 {
 	int64_t dims[2] = {rows, r->hd}, h = r->hd / 2;
 	Graph *g = m->graph;
-	Tensor *t = tensor_new(m->arena, "", DT_FLOAT, 2, dims);
-	float *p = tensor_alloc_data(m->arena, t);
+	void *d;
+	Value *tv = new_initializer(g, is_cos ? "rope_cos_table" : "rope_sin_table", DT_FLOAT, 2, dims, &d);
+	float *p = d;
 	for (int64_t i = 0; i < rows; i++)
 		for (int64_t j = 0; j < h; j++) {
 			float f = (float)tensor_get_f64(r->inv, j) * (float)i;
 			float v = (float)(is_cos ? cos((double)f) : sin((double)f));
 			p[i * r->hd + j] = p[i * r->hd + j + h] = v;
 		}
-	Value *v = graph_new_value(g, is_cos ? "rope_cos_table" : "rope_sin_table");
-	type_set_tensor(m->arena, &v->type, DT_FLOAT, 2, dims);
-	graph_set_init(g, v, t);
-	return v;
+	return tv;
 }
 
 static void rewrite_rope(Module *m, const RopeMatch *r, int64_t rows)

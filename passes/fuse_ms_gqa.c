@@ -277,14 +277,12 @@ static Value *full_table(Module *mod, TableCache *tc, int *ntc, const Value *src
 			return tc[i].v;
 	const Tensor *c = src->init;
 	int64_t h = c->dims[1], dims[2] = {rows, 2 * h};
-	Tensor *t = tensor_new(mod->arena, "", DT_FLOAT, 2, dims);
-	float *p = tensor_alloc_data(mod->arena, t);
+	void *d;
+	Value *v = new_initializer(mod->graph, is_cos ? "gqa_cos_table" : "gqa_sin_table", DT_FLOAT, 2, dims, &d);
+	float *p = d;
 	for (int64_t i = 0; i < rows; i++)
 		for (int64_t j = 0; j < h; j++)
 			p[i * 2 * h + j] = p[i * 2 * h + h + j] = (float)tensor_get_f64(c, (r0 + i) * h + j);
-	Value *v = graph_new_value(mod->graph, is_cos ? "gqa_cos_table" : "gqa_sin_table");
-	type_set_tensor(mod->arena, &v->type, DT_FLOAT, 2, dims);
-	graph_set_init(mod->graph, v, t);
 	if (*ntc < 16)
 		tc[(*ntc)++] = (TableCache){src, r0, rows, v};
 	return v;

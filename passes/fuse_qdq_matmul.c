@@ -162,18 +162,16 @@ static Value *quantize_weight(Module *m, const QmmCapture *c)
 	const Tensor *s = c->sw->init;
 	int64_t K = wf->init->dims[0], N = wf->init->dims[1], ns = tensor_numel(s);
 	Graph *g = c->mm->graph;
-	Value *v = graph_new_value(g, arena_printf(m->arena, "%s_int8", wf->name));
 	int64_t dims[2] = {K, N};
-	Tensor *t = tensor_new(m->arena, v->name, DT_INT8, 2, dims);
-	int8_t *q = tensor_alloc_data(m->arena, t);
+	void *d;
+	Value *v = new_initializer(g, arena_printf(m->arena, "%s_int8", wf->name), DT_INT8, 2, dims, &d);
+	int8_t *q = d;
 	for (int64_t k = 0; k < K; k++)
 		for (int64_t j = 0; j < N; j++) {
 			float w = (float)tensor_get_f64(wf->init, k * N + j), sc = (float)tensor_get_f64(s, ns == 1 ? 0 : j);
 			float r = w != w ? 0.0f : rintf(w / sc);
 			q[k * N + j] = (int8_t)(r < -128.0f ? -128.0f : r > 127.0f ? 127.0f : r);
 		}
-	graph_set_init(g, v, t);
-	type_set_tensor(m->arena, &v->type, DT_INT8, 2, dims);
 	return v;
 }
 

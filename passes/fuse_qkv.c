@@ -158,16 +158,6 @@ static bool match_qkv(Node *first, QKVCapture *c)
 	return true;
 }
 
-static Value *new_init(Graph *g, const char *hint, int dt, int ndim, const int64_t *dims, void **data)
-{
-	Arena *ar = g->mod->arena;
-	Value *v = graph_new_value(g, hint);
-	Tensor *t = tensor_new(ar, v->name, dt, ndim, dims);
-	*data = tensor_alloc_data(ar, t);
-	graph_set_init(g, v, t);
-	return v;
-}
-
 /* Concatenates slot `slot` of every member as bytes along N; members without
  * it get `fill` bytes (row_bytes per row of N). */
 static void cat_rows(const QKVCapture *c, int slot, uint8_t *dst, int64_t row_bytes, uint8_t fill)
@@ -191,7 +181,7 @@ static Node *rewrite_qkv(Module *m, QKVCapture *c, int k)
 	Value *b, *s = NULL, *z = NULL, *bias = NULL;
 	if (c->bits == 32) {
 		int64_t dims[2] = {c->K, c->N};
-		b = new_init(g, "fused_weight", DT_FLOAT, 2, dims, &p);
+		b = new_initializer(g, "fused_weight", DT_FLOAT, 2, dims, &p);
 		float *dst = p;
 		for (int64_t r = 0; r < c->K; r++)
 			for (int i = 0; i < c->n; i++) {
@@ -201,22 +191,22 @@ static Node *rewrite_qkv(Module *m, QKVCapture *c, int k)
 			}
 	} else {
 		int64_t bd[3] = {c->N, c->kblocks, c->blob}, sd[1] = {c->N * c->kblocks};
-		b = new_init(g, "fused_weight", DT_UINT8, 3, bd, &p);
+		b = new_initializer(g, "fused_weight", DT_UINT8, 3, bd, &p);
 		cat_rows(c, 1, p, c->kblocks * c->blob, 0);
-		s = new_init(g, "fused_scales", DT_FLOAT, 1, sd, &p);
+		s = new_initializer(g, "fused_scales", DT_FLOAT, 1, sd, &p);
 		cat_rows(c, 2, p, c->kblocks * 4, 0);
 		if (c->zkind == 1) {
 			int64_t zd[1] = {c->N * c->zp_row};
-			z = new_init(g, "fused_zero_points", DT_UINT8, 1, zd, &p);
+			z = new_initializer(g, "fused_zero_points", DT_UINT8, 1, zd, &p);
 			cat_rows(c, 3, p, c->zp_row, 0);
 		} else if (c->zkind == 2) {
-			z = new_init(g, "fused_zero_points", DT_FLOAT, 1, sd, &p);
+			z = new_initializer(g, "fused_zero_points", DT_FLOAT, 1, sd, &p);
 			cat_rows(c, 3, p, c->kblocks * 4, 0);
 		}
 	}
 	if (c->any_bias) {
 		int64_t nd[1] = {c->N};
-		bias = new_init(g, "fused_bias", DT_FLOAT, 1, nd, &p);
+		bias = new_initializer(g, "fused_bias", DT_FLOAT, 1, nd, &p);
 		cat_rows(c, 4, p, 4, 0);   /* zeros for members without bias */
 	}
 	Node *f = node_new(g, "MatMulNBits", "ai.wlower", fused_node_name(m, c->m, c->n, "fused_proj", "fused_proj", &k));

@@ -44,6 +44,7 @@
 #include <math.h>
 #include <string.h>
 #include "passes.h"
+#include "match.h"
 #include "tranges/tranges.h"
 
 enum { G_PK = 5, G_PV = 6 };
@@ -61,12 +62,9 @@ static bool float_output(const Value *v)
 
 static Value *scalar(Graph *g, const char *name, int dtype, const void *val)
 {
-	Arena *ar = g->mod->arena;
-	Value *v = graph_new_value(g, name);
-	Tensor *t = tensor_new(ar, v->name, dtype, 0, NULL);
-	memcpy(tensor_alloc_data(ar, t), val, dtype == DT_FLOAT ? 4 : 1);
-	graph_set_init(g, v, t);
-	type_set_tensor(ar, &v->type, dtype, 0, NULL);
+	void *d;
+	Value *v = new_initializer(g, name, dtype, 0, NULL, &d);
+	memcpy(d, val, dtype == DT_FLOAT ? 4 : 1);
 	return v;
 }
 

@@ -554,6 +554,16 @@ void set_string_attr(Module *m, Node *n, const char *name, const char *v)
 	node_add_attr(n, name, AT_STRING)->s = (StrRef){arena_strdup(m->arena, v), strlen(v)};
 }
 
+Value *new_initializer(Graph *g, const char *hint, int dtype, int rank, const int64_t *dims, void **data)
+{
+	Arena *ar = g->mod->arena;
+	Value *v = graph_new_value(g, hint);
+	Tensor *t = tensor_new(ar, v->name, dtype, rank, dims);   /* graph_set_init types v */
+	*data = tensor_alloc_data(ar, t);
+	graph_set_init(g, v, t);
+	return v;
+}
+
 void replace_nodes(Module *m, Node *n, Node *const *nodes, int nn, Node *pos, Value *const *ins, int nin,
                    Value *y)
 {

@@ -240,6 +240,10 @@ typedef struct IntAttr {
 } IntAttr;
 void set_int_attrs(Node *n, const IntAttr *a, int na);
 void set_string_attr(Module *m, Node *n, const char *name, const char *v);
+/* A new initializer of g: a value named after hint, of type dtype[dims], and
+ * its tensor, whose data (rank dims, allocated in the module's arena) the
+ * caller fills through *data. */
+Value *new_initializer(Graph *g, const char *hint, int dtype, int rank, const int64_t *dims, void **data);
 
 /* n, a new node with its attributes, replaces nodes[0..nn): fused_from lists
  * them, n goes before pos and reads ins[0..nin), the nodes are removed and n

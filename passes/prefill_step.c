@@ -336,13 +336,11 @@ static void retarget_reshape(Module *m, Node *n, int64_t T)
 	    od[0] != 1 || od[1] != T)
 		return;
 	int64_t k = tensor_numel(s->init);
-	Tensor *t = tensor_new(m->arena, "", DT_INT64, 1, &k);
-	int64_t *p = tensor_alloc_data(m->arena, t);
+	void *d;
+	Value *v = new_initializer(m->graph, "step_shape", DT_INT64, 1, &k, &d);
+	int64_t *p = d;
 	for (int64_t i = 0; i < k; i++)
 		p[i] = i == 1 ? 1 : tensor_get_i64(s->init, i);
-	Value *v = graph_new_value(m->graph, "step_shape");
-	type_set_tensor(m->arena, &v->type, DT_INT64, 1, &k);
-	graph_set_init(m->graph, v, t);
 	node_set_input(n, 1, v);
 }
 
@@ -404,12 +402,9 @@ static int rewrite_cross_kv(Module *m, PassContext *ctx, PrefillMatch *c, Diag *
 		for (int kv = 0; kv < 2; kv++) {
 			char nm[96];
 			Value *src = x->inputs[1 + kv];
-			Tensor *t = tensor_new(m->arena, "", DT_INT64, 1, &four);
-			int64_t *p = tensor_alloc_data(m->arena, t);
+			void *p;
+			Value *tv = new_initializer(g, "cross_kv_shape", DT_INT64, 1, &four, &p);
 			memcpy(p, shp, sizeof shp);
-			Value *tv = graph_new_value(g, "cross_kv_shape");
-			type_set_tensor(m->arena, &tv->type, DT_INT64, 1, &four);
-			graph_set_init(g, tv, t);
 			snprintf(nm, sizeof nm, "%s/cross_kv_%s_reshape", x->name ? x->name : "", kv ? "value" : "key");
 			Node *r = node_new(g, "Reshape", NULL, nm);
 			node_insert_before(x, r);
