@@ -199,20 +199,18 @@ static bool rewrite_absorb(Module *m, AbsorbMatch *c)
 	}
 	weight_of(c->k, D, wk);
 	weight_of(c->v, D, wv);
-	void *p;
+	void *pk, *pv;
 	int64_t dka[2] = {D, D}, dva[2] = {H * D, hd};
-	Value *wka = new_initializer(m->graph, "absorb_wk", DT_FLOAT, 2, dka, &p);
-	float *ka = p;
-	for (int64_t h = 0; h < H; h++)
-		for (int64_t e = 0; e < hd; e++)
-			for (int64_t j = 0; j < D; j++)
-				ka[(h * hd + e) * D + j] = wk[j * D + h * hd + e];
-	Value *wva = new_initializer(m->graph, "absorb_wv", DT_FLOAT, 2, dva, &p);
-	float *va = p;
+	Value *wka = new_initializer(m->graph, "absorb_wk", DT_FLOAT, 2, dka, &pk);
+	Value *wva = new_initializer(m->graph, "absorb_wv", DT_FLOAT, 2, dva, &pv);
+	float *ka = pk, *va = pv;
+	/* column h·hd + e of row j: Wkᵀ's row h·hd + e; Wv_h's row h·D + j */
 	for (int64_t h = 0; h < H; h++)
 		for (int64_t j = 0; j < D; j++)
-			for (int64_t e = 0; e < hd; e++)
+			for (int64_t e = 0; e < hd; e++) {
+				ka[(h * hd + e) * D + j] = wk[j * D + h * hd + e];
 				va[(h * D + j) * hd + e] = wv[j * D + h * hd + e];
+			}
 	free(wk);
 	free(wv);
 
