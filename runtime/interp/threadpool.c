@@ -2,11 +2,13 @@
  *
  * threads-1 workers sleep on a condition variable; parallel_for publishes a
  * job (fn, ctx, n, chunk) under a new generation number, wakes them, and the
- * caller takes part as tid 0. Chunks are claimed with an atomic counter, so
- * the split is dynamic but every index is visited exactly once. Workers spin
- * briefly before sleeping, because kernels tend to call parallel_for back to
- * back. A parallel_for issued from inside a job (or while another thread owns
- * the pool) runs inline on the calling thread with that thread's tid.
+ * caller takes part as tid 0. Chunks are claimed with an atomic counter
+ * (guided: each claim takes 1/(2·threads) of what is left, at least the
+ * grain), so the split is dynamic but every index is visited exactly once.
+ * Workers spin briefly before sleeping, because kernels tend to call
+ * parallel_for back to back. A parallel_for issued from inside a job (or
+ * while another thread owns the pool) runs inline on the calling thread with
+ * that thread's tid.
  *
  * The caller never waits for a worker that has not joined the job: a worker
  * joins by incrementing `running` and then checking that the job is still
@@ -50,7 +52,7 @@ struct ThreadPool {
 	/* the job */
 	ParallelFn fn;
 	void *ctx;
-	int64_t items, chunk;
+	int64_t items, chunk;            /* chunk: the smallest claim (the grain) */
 	atomic_int_fast64_t next;
 	int refs;                       /* shared pools: holders (under reg_mu) */
 	struct ThreadPool *reg_next;    /* shared pools: the registry's list */
@@ -72,14 +74,24 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Guided self-scheduling: each claim takes 1/(2·threads) of what is left,
+ * at least the job's grain (p->chunk), so the chunks shrink towards the end
+ * and the threads finish within about one small chunk of each other, however
+ * late one of them started or however long it was descheduled. */
 static void run_chunks(ThreadPool *p, int tid)
 {
+	int64_t b = atomic_load(&p->next);
 	for (;;) {
-		int64_t b = atomic_fetch_add(&p->next, p->chunk);
 		if (b >= p->items)
 			break;
-		int64_t e = b + p->chunk < p->items ? b + p->chunk : p->items;
+		int64_t c = (p->items - b) / (2 * p->n);
+		if (c < p->chunk)
+			c = p->chunk;
+		if (!atomic_compare_exchange_weak(&p->next, &b, b + c))
+			continue;       /* b now holds the current value */
+		int64_t e = b + c < p->items ? b + c : p->items;
 		p->fn(p->ctx, b, e, tid);
+		b = atomic_load(&p->next);
 	}
 }
 
@@ -237,13 +249,10 @@ void parallel_for(ThreadPool *p, int64_t n, int64_t grain, ParallelFn fn, void *
 		tls_in_job = was;
 		return;
 	}
-	int64_t chunk = (n + 4 * p->n - 1) / (4 * p->n);
-	if (chunk < grain)
-		chunk = grain;
 	p->fn = fn;
 	p->ctx = ctx;
 	p->items = n;
-	p->chunk = chunk;
+	p->chunk = grain;
 	atomic_store(&p->next, 0);
 	atomic_store(&p->open, true);
 	atomic_fetch_add(&p->gen, 1);

@@ -1031,10 +1031,14 @@ END_TEST
 
 /* ---------------------------------------------------------------- threads */
 
-typedef struct PfCtx { int *hits; int tids[8]; } PfCtx;
+typedef struct PfCtx { int *hits; int tids[8]; int64_t n, grain; int small; } PfCtx;
 static void pf_fn(void *ctx, int64_t b, int64_t e, int tid)
 {
 	PfCtx *p = ctx;
+	/* guided claims shrink towards the end but never below the grain,
+	 * except the last one */
+	if (e - b < p->grain && e != p->n)
+		__atomic_fetch_add(&p->small, 1, __ATOMIC_RELAXED);
 	for (int64_t i = b; i < e; i++)
 		__atomic_fetch_add(&p->hits[i], 1, __ATOMIC_RELAXED);
 	if (tid >= 0 && tid < 8)
@@ -1048,10 +1052,11 @@ START_TEST(thread_pool)
 		ThreadPool *p = threadpool_new(th);
 		ck_assert_int_eq(threadpool_threads(p), th);
 		for (int64_t n = 0; n < 2000; n = n * 3 + 1) {
-			PfCtx c = {calloc((size_t)n + 1, sizeof(int)), {0}};
+			PfCtx c = {calloc((size_t)n + 1, sizeof(int)), {0}, n, 1 + n % 7, 0};
 			parallel_for(p, n, 1 + n % 7, pf_fn, &c);
 			for (int64_t i = 0; i < n; i++)
 				ck_assert_int_eq(c.hits[i], 1);
+			ck_assert_int_eq(c.small, 0);
 			int used = 0;
 			for (int t = 0; t < 8; t++)
 				used += c.tids[t] > 0;
