@@ -16,9 +16,10 @@
  *       Kt [B, Hkv, Lp/Kw, hd, Kw]  keys transposed in panels of Kw keys
  *                             (key index fastest; Kw = 2 vectors, the
  *                             micro-kernel's width), Lp = L rounded up to
- *                             the key block Bc, zero padded
+ *                             the panel width Kw, zero padded
  *       Vp [B, Hkv, Lp, hdp]  values, rows zero padded to hdp (multiple of vw)
- *       bias [B, Lp]          additive key bias: 0, −3.4028235e38 where the
+ *       bias [B, Lpb]         additive key bias (Lpb = L rounded up to
+ *                             the key block Bc): 0, −3.4028235e38 where the
  *                             int attention_mask is != 1, −inf past L.
  *     repeat_kv is index mapping: query head h reads KV head h / (H/Hkv).
  *  2. attend, one task per (batch, head, block of nrt·Br query rows; nrt =
@@ -50,7 +51,8 @@
  *     Causal blocks stop at the diagonal. At the end O / l is stored
  *     (rounded when fp16) to out[b, t, h*hd ...].
  *     Threads: the pool hands out contiguous chunks of these tasks (query
- *     blocks of one head, then the next head), n / (4·threads) per claim;
+ *     blocks of one head, then the next head), a shrinking share of what is
+ *     left per claim (runtime/interp/threadpool.c);
  *     Kt/Vp are only read in this phase and each task writes only its own
  *     Br output rows of hd floats (whole 64-byte lines when hd is a
  *     multiple of 16), so no two threads write one cache line.
@@ -114,7 +116,7 @@ typedef struct Attn {
 	bool bf;    /* --host-precision bf16 on the tiled path: Kt, Vp, Q and P in bf16,
 	             * Q·Kᵀ and P·V by vdpbf16ps (see "bf16" in the header) */
 	/* tiling */
-	int64_t Br, Bc, Kw, Lp, hdp, nrt, nqb, pvc, nsc, sch;
+	int64_t Br, Bc, Kw, Lp, Lpb, hdp, nrt, nqb, pvc, nsc, sch;
 	uint64_t off_kt, off_vp, off_bias, scratch;
 } Attn;
 
@@ -155,7 +157,11 @@ static void attn_tiling(HostGen *g, Attn *a)
 	a->Kw = 2 * vw;
 	a->Bc = a->dec ? 2 * vw : 4 * vw;
 	a->pvc = 2;   /* head-dim vectors per P·V pass: Br x 2 accumulators */
-	a->Lp = (a->L + a->Bc - 1) / a->Bc * a->Bc;
+	/* keys are packed up to a whole panel (Kw), the key bias up to a whole
+	 * block (Bc): the last block may hold fewer panels than Bc/Kw (1500 keys:
+	 * 23 blocks of 64 and one of 32, not 36 padded keys computed per row) */
+	a->Lp = (a->L + a->Kw - 1) / a->Kw * a->Kw;
+	a->Lpb = (a->L + a->Bc - 1) / a->Bc * a->Bc;
 	a->hdp = (a->hd + vw - 1) / vw * vw;
 	/* row tiles per attend task: up to 4 (32 rows on AVX-512) share each key
 	 * block's Kt panels and V rows while they are in L1 */
@@ -185,7 +191,7 @@ static void attn_tiling(HostGen *g, Attn *a)
 	}
 	uint64_t kt = (uint64_t)(a->B * a->Hkv * a->hd * a->Lp) * 4;
 	uint64_t vp = (uint64_t)(a->B * a->Hkv * a->Lp * a->hdp) * 4;
-	uint64_t bias = (uint64_t)(a->B * a->Lp) * 4;
+	uint64_t bias = (uint64_t)(a->B * a->Lpb) * 4;
 	a->off_kt = 0;
 	a->off_vp = ALIGN64(kt);
 	a->off_bias = a->off_vp + ALIGN64(vp);
@@ -466,14 +472,14 @@ static LLVMValueRef nvalid(HostGen *g, const Attn *a, LLVMValueRef *c)
 	return a->stat ? c[C_NV] : ci(g, a->P);
 }
 
-/* The end of the packed keys, a multiple of Bc: Lp, or with static_cache
- * nv + S rounded up to Bc. */
+/* The end of the packed keys, a multiple of the panel width Kw: Lp, or with
+ * static_cache nv + S rounded up to Kw. */
 static LLVMValueRef packed_end(HostGen *g, const Attn *a, LLVMValueRef nv)
 {
 	if (!a->stat)
 		return ci(g, a->Lp);
-	LLVMValueRef e = add(g, nv, ci(g, a->S + a->Bc - 1));
-	return mul(g, LLVMBuildSDiv(g->b, e, ci(g, a->Bc), ""), ci(g, a->Bc));
+	LLVMValueRef e = add(g, nv, ci(g, a->S + a->Kw - 1));
+	return mul(g, LLVMBuildSDiv(g->b, e, ci(g, a->Kw), ""), ci(g, a->Kw));
 }
 
 /* Kt's element (key j, head-dim e) in the packed panels [Lp/Kw][hd][Kw]: the
@@ -492,7 +498,7 @@ static LLVMValueRef kt_index(HostGen *g, const Attn *a, LLVMValueRef j, LLVMValu
  *   Kt [Lp/Kw][hd/2][Kw][2]  per panel and head-dim pair, Kw lanes of
  *                            (k[j][2p], k[j][2p+1])
  *   Vp [Lp/2][hdp][2]        per key pair, hdp lanes of (v[2q][e], v[2q+1][e])
- * (Lp is a multiple of Bc, so of 2). */
+ * (Lp is a multiple of Kw, so of 2). */
 static void put_k(HostGen *g, const Attn *a, LLVMValueRef kt, LLVMValueRef j, LLVMValueRef e, LLVMValueRef x)
 {
 	if (!a->bf) {
@@ -603,9 +609,9 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 	HgIf fi;
 	hg_if_begin(g, &fi, LLVMBuildICmp(g->b, LLVMIntEQ, kh, ci(g, 0), ""));
 	{
-		LLVMValueRef brow = hg_gepf(g, c[C_BIAS], mul(g, b, ci(g, a->Lp)));
+		LLVMValueRef brow = hg_gepf(g, c[C_BIAS], mul(g, b, ci(g, a->Lpb)));
 		HgLoop lj;
-		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), pend, 1, "jb");
+		LLVMValueRef j = hg_loop_begin(g, &lj, ci(g, 0), ci(g, a->Lpb), 1, "jb");
 		LLVMValueRef inside = LLVMBuildICmp(g->b, LLVMIntSLT, j, add(g, nv, ci(g, a->S)), "");
 		LLVMValueRef v = zero;
 		if (a->a_mask >= 0) {
@@ -657,6 +663,45 @@ static LLVMValueRef madd(HostGen *g, const Attn *a, LLVMValueRef acc, LLVMValueR
 	return a->bf ? hg_dpbf16(g, acc, x, y) : hg_fma(g, x, y, acc);
 }
 
+/* O = alpha · O + P V for one row tile and key block: O [Br, hdp] (Os) is
+ * rescaled by the rows' alpha while it is loaded into the accumulators, then
+ * pvc vectors of the head dimension at a time take nsteps keys (bf16: key
+ * pairs) of P (Br rows of Bc) against Vp's rows from key j0 */
+static void emit_pv(HostGen *g, const Attn *a, LLVMValueRef Os, LLVMValueRef P, LLVMValueRef vp, LLVMValueRef j0,
+                    LLVMValueRef *alpha, LLVMValueRef nsteps)
+{
+	const int64_t vw = g->vw, Br = a->Br, Bc = a->Bc, NV = a->hdp / vw, vsteps = a->bf ? Bc / 2 : Bc;
+	for (int64_t v0 = 0; v0 < NV; v0 += a->pvc) {
+		int64_t nvec = NV - v0 < a->pvc ? NV - v0 : a->pvc;
+		LLVMValueRef oinit[MAXBR][4];
+		for (int64_t i = 0; i < Br; i++)
+			for (int64_t cv = 0; cv < nvec; cv++)
+				oinit[i][cv] = LLVMBuildFMul(g->b, hg_vload(g, Os, ci(g, i * a->hdp + (v0 + cv) * vw)),
+				                             hg_vsplat(g, alpha[i]), "");
+		/* per key (bf16: per key pair), Vp's row (hdp lanes of v pairs)
+		 * against each row's p (pair) broadcast */
+		HgLoop lk;
+		LLVMValueRef jj = hg_loop_begin(g, &lk, ci(g, 0), nsteps, 1, "jj");
+		LLVMValueRef o[MAXBR][4];
+		for (int64_t i = 0; i < Br; i++)
+			for (int64_t cv = 0; cv < nvec; cv++)
+				o[i][cv] = hg_loop_carry(g, &lk, oinit[i][cv]);
+		LLVMValueRef vrow = mul(g, add(g, LLVMBuildSDiv(g->b, j0, ci(g, Bc / vsteps), ""), jj), ci(g, a->hdp));
+		LLVMValueRef vv[4];
+		for (int64_t cv = 0; cv < nvec; cv++)
+			vv[cv] = ld32(g, a, vp, add(g, vrow, ci(g, (v0 + cv) * vw)));
+		for (int64_t i = 0; i < Br; i++) {
+			LLVMValueRef pv = bc32(g, a, P, add(g, ci(g, i * vsteps), jj));
+			for (int64_t cv = 0; cv < nvec; cv++)
+				hg_loop_next(g, &lk, o[i][cv], madd(g, a, o[i][cv], pv, vv[cv]));
+		}
+		hg_loop_end(g, &lk);
+		for (int64_t i = 0; i < Br; i++)
+			for (int64_t cv = 0; cv < nvec; cv++)
+				hg_vstore(g, o[i][cv], Os, ci(g, i * a->hdp + (v0 + cv) * vw));
+	}
+}
+
 static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef *caps)
 {
 	const int64_t vw = g->vw, Br = a->Br, Bc = a->Bc, NCB = Bc / vw, NC = a->Kw / vw, NV = a->hdp / vw;
@@ -687,7 +732,7 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	LLVMValueRef kvt = add(g, mul(g, b, ci(g, a->Hkv)), LLVMBuildSDiv(g->b, h, ci(g, group), "kh"));
 	LLVMValueRef kt = hg_gepf(g, c[C_KT], mul(g, kvt, ci(g, a->hd * a->Lp)));
 	LLVMValueRef vp = hg_gepf(g, c[C_VP], mul(g, kvt, ci(g, a->Lp * a->hdp)));
-	LLVMValueRef brow = hg_gepf(g, c[C_BIAS], mul(g, b, ci(g, a->Lp)));
+	LLVMValueRef brow = hg_gepf(g, c[C_BIAS], mul(g, b, ci(g, a->Lpb)));
 	LLVMValueRef t0 = mul(g, qb, ci(g, Rt));
 	LLVMValueRef nv = nvalid(g, a, c);
 
@@ -759,9 +804,15 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	LLVMValueRef Ms = hg_gepf(g, Ma, ri);
 	LLVMValueRef Ls = hg_gepf(g, La, mul(g, ri, ci(g, vw)));
 
-	/* S = Q Kᵀ into the Br x Bc tile Ps: Bc/Kw register tiles of Br x Kw, each
-	 * a broadcast-FMA micro-kernel over the head dimension on one Kt panel */
+	/* S = key bias + Q Kᵀ into the Br x Bc tile Ps (the accumulators start
+	 * at the bias): Bc/Kw register tiles of Br x Kw, each a broadcast-FMA
+	 * micro-kernel over the head dimension on one Kt panel. The last block
+	 * may end early (kv_end is a multiple of Kw only): its missing panels
+	 * are not computed, their scores are the bias there, −inf */
 	for (int64_t c0 = 0; c0 < NCB; c0 += NC) {
+		HgIf fpan;
+		if (c0 > 0)
+			hg_if_begin(g, &fpan, LLVMBuildICmp(g->b, LLVMIntSLT, add(g, j0, ci(g, c0 * vw)), kv_end, ""));
 		/* per step e of the head dimension (bf16: per pair), the panel's row
 		 * e against each row's q (pair) broadcast */
 		HgLoop le;
@@ -769,7 +820,7 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		LLVMValueRef acc[MAXBR][MAXNC];
 		for (int64_t i = 0; i < Br; i++)
 			for (int64_t cc = 0; cc < NC; cc++)
-				acc[i][cc] = hg_loop_carry(g, &le, vzero);
+				acc[i][cc] = hg_loop_carry(g, &le, bias[c0 + cc]);
 		/* kt_index(j0 + c0·vw, e): panel (j0 + c0·vw)/Kw, row e */
 		LLVMValueRef krow = add(g, mul(g, add(g, j0, ci(g, c0 * vw)), ci(g, ksteps)), mul(g, e, ci(g, a->Kw)));
 		LLVMValueRef kv[MAXNC];
@@ -784,9 +835,17 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		for (int64_t i = 0; i < Br; i++)
 			for (int64_t cc = 0; cc < NC; cc++)
 				hg_vstore(g, acc[i][cc], Ps, ci(g, i * Bc + (c0 + cc) * vw));
+		if (c0 > 0) {
+			/* a panel past the last key: its scores are the key bias, −inf */
+			hg_if_else(g, &fpan);
+			for (int64_t i = 0; i < Br; i++)
+				for (int64_t cc = 0; cc < NC; cc++)
+					hg_vstore(g, bias[c0 + cc], Ps, ci(g, i * Bc + (c0 + cc) * vw));
+			hg_if_end(g, &fpan);
+		}
 	}
 
-	/* online softmax per row, in base 2 (S is s·log2 e): s = S + key bias
+	/* online softmax per row, in base 2 (S is s·log2 e + key bias): s = S
 	 * (causal: −inf past the row's last key), m_new = max(m, max_j s) for
 	 * the Br rows by one max tree, p = 2^(s − m_new) into Ps; the rescale
 	 * factors alpha_i = 2^(m_i − m_new,i) of all Br rows are one vector exp2 */
@@ -794,7 +853,7 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 	for (int64_t i = 0; i < Br; i++) {
 		mx[i] = NULL;
 		for (int64_t cc = 0; cc < NCB; cc++) {
-			s[i][cc] = LLVMBuildFAdd(g->b, hg_vload(g, Ps, ci(g, i * Bc + cc * vw)), bias[cc], "s");
+			s[i][cc] = hg_vload(g, Ps, ci(g, i * Bc + cc * vw));
 			if (a->causal) {
 				LLVMValueRef lim = LLVMBuildTrunc(g->b, add(g, add(g, r0, nv), ci(g, i)), g->t_i32, "");
 				LLVMValueRef over = LLVMBuildICmp(g->b, LLVMIntSGT, jv[cc], hg_vsplat(g, lim), "");
@@ -826,35 +885,18 @@ static void emit_attend(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRe
 		hg_vstore(g, hg_fma(g, lold, hg_vsplat(g, alpha[i]), psum), Ls, ci(g, i * vw));
 	}
 
-	/* O = alpha · O + P V, pvc vectors of the head dimension at a time */
-	for (int64_t v0 = 0; v0 < NV; v0 += a->pvc) {
-		int64_t nvec = NV - v0 < a->pvc ? NV - v0 : a->pvc;
-		LLVMValueRef oinit[MAXBR][4];
-		for (int64_t i = 0; i < Br; i++)
-			for (int64_t cv = 0; cv < nvec; cv++)
-				oinit[i][cv] = LLVMBuildFMul(g->b, hg_vload(g, Os, ci(g, i * a->hdp + (v0 + cv) * vw)),
-				                             hg_vsplat(g, alpha[i]), "");
-		/* per key (bf16: per key pair), Vp's row (hdp lanes of v pairs)
-		 * against each row's p (pair) broadcast */
-		HgLoop lk;
-		LLVMValueRef jj = hg_loop_begin(g, &lk, ci(g, 0), ci(g, vsteps), 1, "jj");
-		LLVMValueRef o[MAXBR][4];
-		for (int64_t i = 0; i < Br; i++)
-			for (int64_t cv = 0; cv < nvec; cv++)
-				o[i][cv] = hg_loop_carry(g, &lk, oinit[i][cv]);
-		LLVMValueRef vrow = mul(g, add(g, LLVMBuildSDiv(g->b, j0, ci(g, Bc / vsteps), ""), jj), ci(g, a->hdp));
-		LLVMValueRef vv[4];
-		for (int64_t cv = 0; cv < nvec; cv++)
-			vv[cv] = ld32(g, a, vp, add(g, vrow, ci(g, (v0 + cv) * vw)));
-		for (int64_t i = 0; i < Br; i++) {
-			LLVMValueRef pv = bc32(g, a, a->bf ? Pb : Ps, add(g, ci(g, i * vsteps), jj));
-			for (int64_t cv = 0; cv < nvec; cv++)
-				hg_loop_next(g, &lk, o[i][cv], madd(g, a, o[i][cv], pv, vv[cv]));
-		}
-		hg_loop_end(g, &lk);
-		for (int64_t i = 0; i < Br; i++)
-			for (int64_t cv = 0; cv < nvec; cv++)
-				hg_vstore(g, o[i][cv], Os, ci(g, i * a->hdp + (v0 + cv) * vw));
+	/* O = alpha · O + P V over the block's keys: Bc (a constant trip count),
+	 * or fewer in a last block that ends early */
+	LLVMValueRef nkey = LLVMBuildSub(g->b, kv_end, j0, "");
+	if (a->Lp % Bc == 0 && !a->stat && !a->causal) {
+		emit_pv(g, a, Os, a->bf ? Pb : Ps, vp, j0, alpha, ci(g, vsteps));
+	} else {
+		HgIf ff;
+		hg_if_begin(g, &ff, LLVMBuildICmp(g->b, LLVMIntSGE, nkey, ci(g, Bc), ""));
+		emit_pv(g, a, Os, a->bf ? Pb : Ps, vp, j0, alpha, ci(g, vsteps));
+		hg_if_else(g, &ff);
+		emit_pv(g, a, Os, a->bf ? Pb : Ps, vp, j0, alpha, a->bf ? LLVMBuildSDiv(g->b, nkey, ci(g, 2), "") : nkey);
+		hg_if_end(g, &ff);
 	}
 	hg_if_end(g, &fl);
 	hg_loop_end(g, &lr);

@@ -194,6 +194,13 @@ def cases(rng):
         # inside and across blocks, a tail block, queries past a block of rows
         whisper_attn("wa_causal_blocks", T=141, S=141, H=2, hd=64, causal=1, rng=rng),
         whisper_attn("wa_cross", T=9, S=50, bhsd=True, rng=rng),
+        # keys packed to a whole panel only: the last key block ends early (80 keys:
+        # a block of 64 and a panel of 32 on AVX-512; 2 blocks of 32 and a panel of
+        # 16 on AVX2), the first block is the last (10 keys); a missing panel's scores
+        # are the -inf key bias
+        whisper_attn("wa_key_tail", B=2, T=19, S=80, H=2, hd=64, rng=rng),
+        whisper_attn("wa_key_tail_first", T=9, S=10, H=2, hd=32, rng=rng),
+        whisper_attn("wa_key_tail_causal", T=80, S=80, H=1, hd=32, causal=1, rng=rng),
         # a step's cross-attention, q_len <= 4: the decode path (K/V read in place)
         whisper_attn("wa_xdec_step", T=1, S=1500, H=6, hd=64, bhsd=True, rng=rng),
         whisper_attn("wa_xdec_t4", T=4, S=37, H=2, hd=16, bhsd=True, rng=rng),
@@ -253,6 +260,7 @@ def bf16_cases(rng):
         (whisper_attn("bf16_past_t4", T=4, S=4, P=7, causal=1, rng=rng), PSNR_BF16),
         (whisper_attn("bf16_hd6", T=11, S=13, H=3, hd=6, rng=rng), PSNR_BF16),
         (whisper_attn("bf16_pack_chunks", T=17, S=530, H=1, hd=64, rng=rng), PSNR_BF16),
+        (whisper_attn("bf16_key_tail", B=2, T=19, S=80, H=2, hd=64, rng=rng), PSNR_BF16),
         (gqa("bf16_gqa_prefill", rng=rng), PSNR_BF16),
         (gqa_static("bf16_gqa_static_tiled_t6", T=6, nv=(9,), hd=16, P=24, rng=rng), PSNR_BF16),
         # ConvStem: bf16 pairs over the input channels (xT, h1 and both weight panels)
