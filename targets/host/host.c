@@ -825,6 +825,8 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 			goto done;
 		if (n->op == OP_Pow && hg_check_pow(&g, n, d) != WL_OK)
 			goto done;
+		if (n->op == OP_WlConvStem && hg_prepare_conv_stem(&g, n, d) != WL_OK)
+			goto done;
 	}
 	if (make_plan(&g, &plan, d) != WL_OK || gen_module(&g, &plan, d) != WL_OK)
 		goto done;

@@ -259,6 +259,8 @@ int hg_emit_logmel(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d);
 uint64_t hg_scratch_whisper_attention(HostGen *g, const Node *n);
 uint64_t hg_scratch_gqa(HostGen *g, const Node *n);
 uint64_t hg_scratch_conv_stem(HostGen *g, const Node *n);
+/* ... and its compile-time repack of constant weights (host.c, before the plan) */
+int hg_prepare_conv_stem(HostGen *g, Node *n, Diag *d);
 uint64_t hg_scratch_logmel(HostGen *g, const Node *n);
 
 /* kgen_matmul.c / kgen_elementwise.c / kgen_norm.c (helper "hostgen") */

@@ -5,8 +5,10 @@
  * Both convolutions are direct (im2col-free) GEMMs in time-major layout:
  *   out[t, d] = bias[d] + Σ_k Σ_c in[t·s + k, c] · Wp[k·Cin + c, d]
  * where `in` is time-major with one zero row of padding at both ends and
- * Wp the weights repacked at run time (scratch) with the output channel
- * fastest, so the micro-kernel is Mr time rows × Nv vectors of <vw x float>
+ * Wp the weights repacked with the output channel fastest (at compile time
+ * into weights.bin by hg_prepare_conv_stem when W1 and W2 are constants,
+ * attribute host_packed; else at run time into the scratch), so the
+ * micro-kernel is Mr time rows × Nv vectors of <vw x float>
  * output channels: per (k, c) Nv vector loads of Wp and Mr broadcasts of
  * the input, Mr·Nv FMAs into register accumulators. Bias and GELU are
  * applied in registers; conv1 writes the padded time-major h1 (which conv2
@@ -15,8 +17,9 @@
  * (channel block, time block) tasks through api->parallel_for, channel
  * block outermost so a thread keeps its weight panel in cache.
  *
- * Scratch: xT [(F+2), C], Wp1 [3C, Dp], Wp2 [3D, Dp], h1 [(F+2), Dp]
- * (Dp = D rounded up to vw).
+ * Scratch: xT [(F+2), C], h1 [(F+2), Dp] (Dp = D rounded up to vw), and
+ * Wp1 [3C, Dp], Wp2 [3D, Dp] unless they were packed at compile time. xT is
+ * written in parallel over time blocks.
  *
  * --host-precision bf16 (Stem.bf): xT (rows of C rounded up to even, the
  * extra column 0) and h1 hold bf16, Wp holds bf16 pairs over the input
@@ -32,6 +35,7 @@
 typedef struct Stem {
 	int64_t B, C, F, F2, D, Dp;
 	bool bf;                      /* --host-precision bf16: xT, h1 and Wp in bf16 pairs */
+	bool packed;                  /* inputs 1 and 3 are Wp1 and Wp2 (hg_prepare_conv_stem) */
 	int64_t Cx;                   /* xT row length: C (bf16: rounded up to even) */
 	int64_t Mr, Nv;               /* micro-tile: Mr time rows x Nv vectors */
 	uint64_t off_xt, off_w1, off_w2, off_h1, scratch;
@@ -48,8 +52,9 @@ static int stem_parse(HostGen *g, const Node *n, Stem *s, Diag *d)
 	const char *nm = n->name ? n->name : "";
 	if (n->ninputs < 6 || n->noutputs < 1)
 		return diag_fail(d, "%s: node '%s': tensor '': ConvStem needs 6 inputs", model_of(g), nm);
+	s->packed = attr_int(n, "host_packed", 0) != 0;
 	for (int i = 0; i < 6; i++)
-		if (!n->inputs[i] || n->inputs[i]->type.elem != DT_FLOAT)
+		if (!n->inputs[i] || (n->inputs[i]->type.elem != DT_FLOAT && !(s->packed && (i == 1 || i == 3))))
 			return diag_fail(d, "%s: node '%s': tensor '%s': ConvStem inputs must be float", model_of(g), nm,
 			                 n->inputs[i] ? n->inputs[i]->name : "");
 	const int64_t *st, *pd;
@@ -61,24 +66,29 @@ static int stem_parse(HostGen *g, const Node *n, Stem *s, Diag *d)
 	int rx = hg_dims(g, n, n->inputs[0], xd, d);
 	if (rx < 0)
 		return WL_ERR;
-	int r1 = hg_dims(g, n, n->inputs[1], w1, d);
-	if (r1 < 0)
-		return WL_ERR;
-	int r2 = hg_dims(g, n, n->inputs[3], w2, d);
-	if (r2 < 0)
-		return WL_ERR;
 	if (rx != 3 || xd[2] < 1)
 		return diag_fail(d, "%s: node '%s': tensor '%s': expected [B, C, F]", model_of(g), nm, n->inputs[0]->name);
 	s->B = xd[0];
 	s->C = xd[1];
 	s->F = xd[2];
 	s->F2 = (s->F - 1) / 2 + 1;
-	if (r1 != 3 || w1[1] != s->C || w1[2] != 3)
-		return diag_fail(d, "%s: node '%s': tensor '%s': expected [D, %lld, 3]", model_of(g), nm,
-		                 n->inputs[1]->name, (long long)s->C);
-	s->D = w1[0];
-	if (r2 != 3 || w2[0] != s->D || w2[1] != s->D || w2[2] != 3)
-		return diag_fail(d, "%s: node '%s': tensor '%s': expected [D, D, 3]", model_of(g), nm, n->inputs[3]->name);
+	if (s->packed) {
+		/* D from the biases; the packed weights' sizes were made to match */
+		s->D = hg_numel(n->inputs[2]);
+	} else {
+		int r1 = hg_dims(g, n, n->inputs[1], w1, d);
+		if (r1 < 0)
+			return WL_ERR;
+		int r2 = hg_dims(g, n, n->inputs[3], w2, d);
+		if (r2 < 0)
+			return WL_ERR;
+		if (r1 != 3 || w1[1] != s->C || w1[2] != 3)
+			return diag_fail(d, "%s: node '%s': tensor '%s': expected [D, %lld, 3]", model_of(g), nm,
+			                 n->inputs[1]->name, (long long)s->C);
+		s->D = w1[0];
+		if (r2 != 3 || w2[0] != s->D || w2[1] != s->D || w2[2] != 3)
+			return diag_fail(d, "%s: node '%s': tensor '%s': expected [D, D, 3]", model_of(g), nm, n->inputs[3]->name);
+	}
 	if (hg_numel(n->inputs[2]) != s->D || hg_numel(n->inputs[4]) != s->D)
 		return diag_fail(d, "%s: node '%s': tensor '%s': biases must have D elements", model_of(g), nm,
 		                 n->inputs[2]->name);
@@ -93,9 +103,63 @@ static int stem_parse(HostGen *g, const Node *n, Stem *s, Diag *d)
 	s->Cx = s->bf ? (s->C + 1) / 2 * 2 : s->C;   /* bf16: the sizes below are upper bounds */
 	s->off_xt = 0;
 	s->off_w1 = ALIGN64((uint64_t)((s->F + 2) * s->C) * 4);
-	s->off_w2 = s->off_w1 + ALIGN64((uint64_t)(3 * s->C * s->Dp) * 4);
-	s->off_h1 = s->off_w2 + ALIGN64((uint64_t)(3 * s->D * s->Dp) * 4);
+	s->off_w2 = s->off_w1 + (s->packed ? 0 : ALIGN64((uint64_t)(3 * s->C * s->Dp) * 4));
+	s->off_h1 = s->off_w2 + (s->packed ? 0 : ALIGN64((uint64_t)(3 * s->D * s->Dp) * 4));
 	s->scratch = s->off_h1 + ALIGN64((uint64_t)((s->F + 2) * s->Dp) * 4);
+	return WL_OK;
+}
+
+/* Wp's element index of w[d, c, k] (the layout emit_repack writes):
+ * float: (k·Cin + c)·Dp + d; bf16: ((k·Cp/2 + c/2)·Dp + d)·2 + c%2 with Cp =
+ * Cin rounded up to even. */
+static int64_t wp_index(int64_t Cin, int64_t Dp, bool bf, int64_t d, int64_t c, int64_t k)
+{
+	if (!bf)
+		return (k * Cin + c) * Dp + d;
+	int64_t Cp = (Cin + 1) / 2 * 2;
+	return ((k * (Cp / 2) + c / 2) * Dp + d) * 2 + c % 2;
+}
+
+/* One constant weight [D, Cin, 3] as Wp (zero past D and, bf16, past Cin) */
+static Value *pack_wp(HostGen *g, Graph *gr, const Value *w, int64_t Cin, int64_t D, int64_t Dp, bool bf)
+{
+	int64_t Cp = bf ? (Cin + 1) / 2 * 2 : Cin;
+	void *p;
+	Value *v = hg_new_init(gr, bf ? "host_stem_wbf16" : "host_stem_w", bf ? DT_UINT16 : DT_FLOAT, 3 * Cp * Dp, &p);
+	const float *src = w->init->data;
+	for (int64_t dd = 0; dd < D; dd++)
+		for (int64_t c = 0; c < Cin; c++)
+			for (int64_t k = 0; k < 3; k++) {
+				float x = src[(dd * Cin + c) * 3 + k];
+				int64_t i = wp_index(Cin, Dp, bf, dd, c, k);
+				if (bf)
+					((uint16_t *)p)[i] = dtype_f32_to_bf16(x);
+				else
+					((float *)p)[i] = x;
+			}
+	return v;
+}
+
+/* Before the plan: constant float W1 and W2 become Wp1 and Wp2 in weights.bin
+ * (inputs 1 and 3, attribute host_packed), so a run does not repack them (the
+ * 2·3·D·Dp floats of scratch go too); other weights stay for the run-time
+ * repack. */
+int hg_prepare_conv_stem(HostGen *g, Node *n, Diag *d)
+{
+	Stem st;
+	if (stem_parse(g, n, &st, d) != WL_OK)
+		return WL_ERR;
+	if (st.packed)
+		return WL_OK;
+	const Value *w1 = n->inputs[1], *w2 = n->inputs[3];
+	if (!w1->init || !w2->init || w1->init->dtype != DT_FLOAT || w2->init->dtype != DT_FLOAT ||
+	    tensor_numel(w1->init) != st.D * st.C * 3 || tensor_numel(w2->init) != st.D * st.D * 3)
+		return WL_OK;
+	Value *p1 = pack_wp(g, n->graph, w1, st.C, st.D, st.Dp, st.bf);
+	Value *p2 = pack_wp(g, n->graph, w2, st.D, st.D, st.Dp, st.bf);
+	node_set_input(n, 1, p1);
+	node_set_input(n, 3, p2);
+	node_add_attr(n, "host_packed", AT_INT)->i = 1;
 	return WL_OK;
 }
 
@@ -276,8 +340,13 @@ int hg_emit_conv_stem(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	LLVMValueRef wp2 = hg_gep(g, g->t_i8, scr, ci(g, (int64_t)st.off_w2));
 	LLVMValueRef h1 = hg_gep(g, g->t_i8, scr, ci(g, (int64_t)st.off_h1));
 	LLVMValueRef zero = hg_f32(g, 0.0f);
-	emit_repack(g, api, w1, wp1, st.C, st.D, st.Dp, st.bf);
-	emit_repack(g, api, w2, wp2, st.D, st.D, st.Dp, st.bf);
+	if (st.packed) {
+		wp1 = w1;
+		wp2 = w2;
+	} else {
+		emit_repack(g, api, w1, wp1, st.C, st.D, st.Dp, st.bf);
+		emit_repack(g, api, w2, wp2, st.D, st.D, st.Dp, st.bf);
+	}
 	/* bf16: xT and h1 hold bf16 (xT rows of Cx = C rounded up to even, the
 	 * extra column 0) */
 	LLVMValueRef zx = st.bf ? LLVMConstNull(hg_t_bf16(g, 0)) : zero;
@@ -301,19 +370,28 @@ int hg_emit_conv_stem(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	}
 	HgLoop lb;
 	LLVMValueRef b = hg_loop_begin(g, &lb, ci(g, 0), ci(g, st.B), 1, "b");
-	/* xT[t + 1, c] = x[b, c, t] */
+	/* xT[t + 1, c] = x[b, c, t], in parallel over blocks of XT_ROWS time rows */
 	{
-		LLVMValueRef xb = hg_gepf(g, x, mul(g, b, ci(g, st.C * st.F)));
+		enum { XT_ROWS = 64 };
+		LLVMValueRef caps[2] = {hg_gepf(g, x, mul(g, b, ci(g, st.C * st.F))), xt};
+		HgPar p;
+		hg_par_begin(g, &p, api, ci(g, (st.F + XT_ROWS - 1) / XT_ROWS), caps, 2, "stem_xt");
+		HgLoop lk;
+		LLVMValueRef blk = hg_loop_begin(g, &lk, p.i0, p.i1, 1, "xtb");
+		LLVMValueRef t0 = mul(g, blk, ci(g, XT_ROWS)), t1 = add(g, t0, ci(g, XT_ROWS));
+		t1 = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, t1, ci(g, st.F), ""), t1, ci(g, st.F), "");
 		HgLoop lc;
 		LLVMValueRef c = hg_loop_begin(g, &lc, ci(g, 0), ci(g, st.C), 1, "tc");
 		HgLoop ltt;
-		LLVMValueRef t = hg_loop_begin(g, &ltt, ci(g, 0), ci(g, st.F), 1, "tt");
-		LLVMValueRef v = hg_load(g, g->t_f32, xb, add(g, mul(g, c, ci(g, st.F)), t));
+		LLVMValueRef t = hg_loop_begin(g, &ltt, t0, t1, 1, "tt");
+		LLVMValueRef v = hg_load(g, g->t_f32, p.cap[0], add(g, mul(g, c, ci(g, st.F)), t));
 		if (st.bf)
 			v = LLVMBuildFPTrunc(g->b, v, hg_t_bf16(g, 0), "xbf");
-		hg_store(g, v, xt, add(g, mul(g, add(g, t, ci(g, 1)), ci(g, st.Cx)), c));
+		hg_store(g, v, p.cap[1], add(g, mul(g, add(g, t, ci(g, 1)), ci(g, st.Cx)), c));
 		hg_loop_end(g, &ltt);
 		hg_loop_end(g, &lc);
+		hg_loop_end(g, &lk);
+		hg_par_end(g, &p);
 	}
 	emit_conv(g, &st, api, xt, st.Cx, st.C, 1, st.F, wp1, b1, h1, st.Dp, 1, NULL, st.bf, st.bf, "stem_conv1");
 	LLVMValueRef yb = hg_gepf(g, y, mul(g, b, ci(g, st.F2 * st.D)));

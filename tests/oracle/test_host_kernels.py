@@ -47,9 +47,11 @@ def tdecl(dt, shape):
     return "%s[%s]" % (dt, ",".join(str(s) for s in shape))
 
 
-def graph(op, attrs, ins, outs):
-    """ins/outs: lists of (name, dtype, shape) (name '' = absent input)."""
-    sig_in = ", ".join(tdecl(dt, s) + " " + n for n, dt, s in ins if n)
+def graph(op, attrs, ins, outs, inits=()):
+    """ins/outs: lists of (name, dtype, shape) (name '' = absent input);
+    inits: (name, float32 array) pairs that are initializers instead of inputs."""
+    init_names = set(n for n, _ in inits)
+    sig_in = ", ".join(tdecl(dt, s) + " " + n for n, dt, s in ins if n and n not in init_names)
     sig_out = ", ".join(tdecl(dt, s) + " " + n for n, dt, s in outs)
     at = ", ".join("%s = %s" % kv for kv in attrs)
     args = ", ".join(n for n, _, _ in ins)
@@ -57,8 +59,12 @@ def graph(op, attrs, ins, outs):
     while args.endswith(", "):
         args = args[:-2]
     onames = ", ".join(n for n, _, _ in outs)
+    init = ""
+    if inits:
+        init = " <" + ", ".join("%s %s = {%s}" % (tdecl("float", v.shape), n, ", ".join(repr(float(x)) for x in v.ravel()))
+                                for n, v in inits) + ">"
     return ('<ir_version: 8, opset_import: ["" : 17, "ai.wlower" : 1]>\n'
-            "g (%s) => (%s) {\n   %s = ai.wlower.%s <%s> (%s)\n}\n" % (sig_in, sig_out, onames, op, at, args))
+            "g (%s) => (%s)%s {\n   %s = ai.wlower.%s <%s> (%s)\n}\n" % (sig_in, sig_out, init, onames, op, at, args))
 
 
 def rnd(rng, shape, scale=1.0):
@@ -165,14 +171,16 @@ def gqa_static(name, B=1, T=1, H=4, Hkv=2, hd=16, P=40, nv=(7,), causal=1, rope=
     return name, graph("GroupQueryAttention", attrs, ins, outs), feeds
 
 
-def conv_stem(name, B=1, C=6, F=21, D=40, rng=None):
+def conv_stem(name, B=1, C=6, F=21, D=40, const_w=False, rng=None):
+    """const_w: W1 and W2 are initializers (the host packs them at compile time)."""
     F2 = (F - 1) // 2 + 1
     feeds = {"x": rnd(rng, (B, C, F)), "w1": rnd(rng, (D, C, 3), 0.3), "b1": rnd(rng, (D,), 0.1),
              "w2": rnd(rng, (D, D, 3), 0.1), "b2": rnd(rng, (D,), 0.1), "pos": rnd(rng, (F2, D))}
     ins = [("x", "float", (B, C, F)), ("w1", "float", (D, C, 3)), ("b1", "float", (D,)),
            ("w2", "float", (D, D, 3)), ("b2", "float", (D,)), ("pos", "float", (F2, D))]
     outs = [("y", "float", (B, F2, D))]
-    return name, graph("ConvStem", [("strides", "[1, 2]"), ("pads", "[1, 1]")], ins, outs), feeds
+    inits = [(k, feeds.pop(k)) for k in ("w1", "w2")] if const_w else []
+    return name, graph("ConvStem", [("strides", "[1, 2]"), ("pads", "[1, 1]")], ins, outs, inits), feeds
 
 
 def logmel(name, N=4000, M=80, rng=None):
@@ -241,6 +249,9 @@ def cases(rng):
         conv_stem("stem_small", rng=rng),
         conv_stem("stem_wide", C=16, F=30, D=80, rng=rng),
         conv_stem("stem_tail", B=2, C=5, F=17, D=72, rng=rng),
+        # constant W1/W2: packed at compile time into weights.bin (hg_prepare_conv_stem)
+        conv_stem("stem_const_w", B=2, C=5, F=17, D=72, const_w=True, rng=rng),
+        conv_stem("stem_const_w_odd_d", C=6, F=20, D=37, const_w=True, rng=rng),
         logmel("logmel_80", rng=rng),
         logmel("logmel_128", N=3300, M=128, rng=rng),
     ]
@@ -268,6 +279,7 @@ def bf16_cases(rng):
         (conv_stem("bf16_stem_wide", C=16, F=30, D=80, rng=rng), PSNR_BF16),
         (conv_stem("bf16_stem_odd_c_tail", B=2, C=5, F=17, D=72, rng=rng), PSNR_BF16),
         (conv_stem("bf16_stem_odd_d", C=6, F=20, D=37, rng=rng), PSNR_BF16),
+        (conv_stem("bf16_stem_const_w", B=2, C=5, F=17, D=37, const_w=True, rng=rng), PSNR_BF16),
         (whisper_attn("bf16_odd_hd_float", T=11, S=13, H=3, hd=5, rng=rng), PSNR_MIN),
         (whisper_attn("bf16_xdec_float", T=1, S=70, H=2, hd=16, bhsd=True, rng=rng), PSNR_MIN),
     ]
@@ -440,7 +452,7 @@ def main():
         rng = np.random.default_rng(1)
         benches = [whisper_attn("bench_enc_attn", T=1500, S=1500, H=6, hd=64, rng=rng),
                    whisper_attn("bench_dec_causal", T=448, S=448, H=6, hd=64, causal=1, rng=rng),
-                   conv_stem("bench_conv_stem", C=80, F=3000, D=384, rng=rng),
+                   conv_stem("bench_conv_stem", C=80, F=3000, D=384, const_w=True, rng=rng),
                    logmel("bench_logmel", N=480000, M=80, rng=rng)]
         for name, text, feeds in benches:
             if only and name not in only:
