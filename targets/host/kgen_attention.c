@@ -30,8 +30,8 @@
  *     AVX-512, 32 on AVX2), and on it for each row tile (the block's Kt
  *     panels and V rows stay in L1 across the tiles; a tile past T or, causal,
  *     before the block's first key is skipped):
- *       - S = Q Kᵀ (Br x Bc) as Bc/Kw register tiles of Br x Kw (Br = 8
- *         rows x 2 vectors = 16 accumulators on AVX-512, 4 x 2 on AVX2): a
+ *       - S = Q Kᵀ (Br x Bc) as Bc/Kw register tiles of Br x Kw (Br = 12
+ *         rows x 2 vectors = 24 accumulators on AVX-512, 4 x 2 on AVX2): a
  *         broadcast-FMA micro-kernel over the head dimension streaming one
  *         contiguous Kt panel, stored to the Br x Bc stack tile P;
  *       - online softmax per row, in base 2 (the query scale carries
@@ -57,9 +57,10 @@
  *     Br output rows of hd floats (whole 64-byte lines when hd is a
  *     multiple of 16), so no two threads write one cache line.
  *     Cost (Whisper-tiny encoder, 6 heads x 1500 x 1500 x 64, AVX-512): per
- *     8 x 64 block 4096 vector FMAs against 32 vector exp2 (10 operations
- *     each), one 24-operation max tree, one alpha exp2 and 32 O loads /
- *     stores: 75–85 % of the FMA peak
+ *     12 x 64 block 6144 vector FMAs against 48 vector exp2 (10 operations
+ *     each), one max tree, one alpha exp2 and 48 O loads / stores: 80–90 %
+ *     of the FMA peak (12 rows rather than 8: 2–3 % faster, the two
+ *     micro-kernels' loops are the cost)
  *     (bench/host_attention.py; bench/RESULTS.md, measured on a loaded
  *     machine).
  *
@@ -145,7 +146,9 @@ static void attn_tiling(HostGen *g, Attn *a)
 	a->kvs = a->xdec && !a->bhsd ? a->H * a->hd : a->hd;
 	a->dec = (a->stat && a->T <= DEC_MAXT) || a->xdec;
 	a->bf = g->bf16 && g->avx512 && vw == 16 && !a->dec && !a->fp16 && a->hd % 2 == 0;
-	a->Br = a->T < 8 ? a->T : 8;
+	/* query rows per register tile: 12 on AVX-512 (Q·Kᵀ and P·V tiles of
+	 * 12 x 2 vectors, 24 accumulators, like the GEMM's), 4 on AVX2 */
+	a->Br = a->T < 12 ? a->T : 12;
 	if (!g->avx512 && a->Br > 4)
 		a->Br = 4;
 	if (a->Br < 1)
@@ -163,7 +166,7 @@ static void attn_tiling(HostGen *g, Attn *a)
 	a->Lp = (a->L + a->Kw - 1) / a->Kw * a->Kw;
 	a->Lpb = (a->L + a->Bc - 1) / a->Bc * a->Bc;
 	a->hdp = (a->hd + vw - 1) / vw * vw;
-	/* row tiles per attend task: up to 4 (32 rows on AVX-512) share each key
+	/* row tiles per attend task: up to 4 (48 rows on AVX-512) share each key
 	 * block's Kt panels and V rows while they are in L1 */
 	a->nrt = (a->T + a->Br - 1) / a->Br;
 	if (a->nrt > 4)
@@ -635,7 +638,7 @@ static void emit_pack(HostGen *g, const Attn *a, LLVMValueRef api, LLVMValueRef 
 
 /* ---------------------------------------------------------------- phase 2: attend */
 
-#define MAXBR 8
+#define MAXBR 12
 #define MAXNC 4
 
 /* max(a, b) as one vmaxps (select on a > b; the scores are never NaN for
