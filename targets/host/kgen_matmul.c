@@ -1,8 +1,10 @@
 /* kgen_matmul.c — host kernel for ai.wlower.MatMulNBits (docs/OPS.md).
  *
  * Y[M, N] = A[M, K] · W[K, N] + bias, W given as 4-bit blocks (bits 4), as
- * float32 [K, N] (bits 32), or float32 [N, K] (bits 32, trans_b = 1, the
- * tied LM head read in place); `splits` cut N into several outputs.
+ * float32 [K, N] (bits 32: a constant is copied at compile time into
+ * panel-major float panels, pack_float_f32; a graph input is read in place),
+ * or float32 [N, K] (bits 32, trans_b = 1, the tied LM head read in place);
+ * `splits` cut N into several outputs.
  * `groups` = G > 1 (bits 32, no trans_b, no splits): W is float32 [K, N/G],
  * the diagonal blocks of a block-diagonal [K, N]; a panel of columns col ..
  * col+NR lies in group g = col / (N/G) (N/G must be a multiple of NR, so a
@@ -74,6 +76,7 @@ typedef struct MM {
 	int64_t MC, KC;          /* panel path: rows per M block, k per cache block (0: in-register path) */
 	bool bf16;               /* panel path: --host-precision bf16 (vdpbf16ps on bf16 panels) */
 	bool bf16w;              /* bits 32 repacked at compile time into bf16 panels (host_bf16w) */
+	bool f32p;               /* bits 32 repacked at compile time into float panels (host_f32p) */
 	LLVMValueRef Ab;         /* bf16: the M block of A as bf16, rows of KA */
 	int64_t KA;              /* bf16: A row stride in bf16 (K rounded up to 16) */
 	bool packed, has_tail, has_bias;
@@ -169,6 +172,7 @@ static int mm_read(HostGen *g, const Node *n, MM *mm, Diag *d)
 	mm->MC = attr_int(n, "host_mc", 0);
 	mm->KC = attr_int(n, "host_kc", 0);
 	mm->bf16w = mm->bits == 32 && attr_int(n, "host_bf16w", 0) != 0;
+	mm->f32p = mm->bits == 32 && attr_int(n, "host_f32p", 0) != 0;
 	int64_t kgran = mm->bf16w ? BF16W_KC : mm->block;   /* KC < K: a multiple of this */
 	if (mm->MR < 1 || mm->MR > 16 || mm->NV < 1 || mm->NV > 4 || mm->MC < 0 || mm->KC < 0 ||
 	    (mm->MC && (mm->MC % mm->MR || mm->KC <= 0 || (mm->bits != 4 && !mm->bf16w) || (mm->KC < mm->K && mm->KC % kgran))))
@@ -385,6 +389,55 @@ static int pack_dot_bf16(HostGen *g, Node *n, Diag *d)
 	return WL_OK;
 }
 
+/* fp32 float weights (bits 32, W a constant [K, N], no trans_b, no groups):
+ * W is copied once, here, into panel-major float panels (panel t, row k: the
+ * NR floats W[k][t·NR ..], zero past a split's width; the bias padded per
+ * panel), so the in-register path streams each panel's K·NR floats
+ * contiguously. Read in place, a panel is K rows of NR floats N floats apart:
+ * for a step's LM head (N = 51865, 207 KB between rows) every row is another
+ * page and the prefetchers lose the stream (13 GB/s instead of the machine's
+ * 24-31). A weight that is not a constant stays in place. */
+static int pack_float_f32(HostGen *g, Node *n, Diag *d)
+{
+	MM mm;
+	if (mm_read(g, n, &mm, d) != WL_OK)   /* again: the epilogue fusion may have added a residual */
+		return WL_ERR;
+	const Value *B = n->inputs[1], *bias = mm.has_bias ? n->inputs[4] : NULL;
+	if (!B->init || B->init->dtype != DT_FLOAT || tensor_numel(B->init) != mm.K * mm.N)
+		return WL_OK;
+	if (bias && (!bias->init || bias->init->dtype != DT_FLOAT || tensor_numel(bias->init) != mm.N))
+		return WL_OK;
+	HgBlocking bl;
+	hg_mm_default_blocking(g, mm.M, mm.K, mm.N, 1, &bl);
+	bl.mc = bl.kc = 0;   /* the in-register path */
+	set_blocking(n, &bl);
+	node_add_attr(n, "host_f32p", AT_INT)->i = 1;
+	if (mm_read(g, n, &mm, d) != WL_OK)
+		return WL_ERR;
+	int64_t NR = mm.NR, T = mm.T, K = mm.K;
+	Graph *gr = n->graph;
+	void *pw, *pbias = NULL;
+	Value *vw = hg_new_init(gr, "host_wf32", DT_FLOAT, T * K * NR, &pw);
+	Value *vbias = bias ? hg_new_init(gr, "host_bias", DT_FLOAT, T * NR, &pbias) : NULL;
+	float *ow = pw, *obias = pbias;
+	const void *w = B->init->data;
+	/* W row by row (contiguous reads: W may be an LM head of 80+ MB) */
+	for (int64_t k = 0; k < K; k++)
+		for (int s = 0; s < mm.nsplit; s++)
+			for (int64_t c = 0; c < mm.slen[s]; c++) {
+				int64_t t = mm.tstart[s] + c / NR, j = c % NR, col = mm.soff[s] + c;
+				ow[(t * K + k) * NR + j] = load_f32(w, k * mm.N + col);
+				if (obias && k == 0)
+					obias[t * NR + j] = load_f32(bias->init->data, col);
+			}
+	node_set_input(n, 1, vw);
+	while (n->ninputs < 5)
+		node_add_input(n, NULL);
+	node_set_input(n, 4, vbias);
+	node_add_attr(n, "host_packed", AT_INT)->i = 1;
+	return WL_OK;
+}
+
 int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 {
 	MM mm;
@@ -395,6 +448,8 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 	/* grouped float weights ([K, N/groups]) stay fp32: no bf16 panels for them */
 	if (mm.bits == 32 && g->bf16 && !mm.packed && !attr_int(n, "host_bf16w", 0) && mm.groups == 1)
 		return mm.trans_b ? pack_dot_bf16(g, n, d) : pack_float_bf16(g, n, d);
+	if (mm.bits == 32 && !mm.packed && !mm.trans_b && mm.groups == 1)
+		return pack_float_f32(g, n, d);
 	if (mm.bits != 4 || mm.packed)
 		return WL_OK;
 	/* register and cache blocking for this CPU and shape (packing follows NR) */
@@ -745,6 +800,28 @@ static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
 		}
 	} else if (mm->bf16w) {
 		tile_bf16w(g, mm, arow, mr, t, acc);
+	} else if (mm->f32p) {
+		/* float panel t: row k at (t·K + k)·NR, zero padded (loads never masked) */
+		LLVMValueRef wt = hg_gepf(g, mm->B, LLVMBuildMul(b, t, hg_i64(g, mm->K * mm->NR), ""));
+		HgLoop lk;
+		LLVMValueRef k = hg_loop_begin(g, &lk, hg_i64(g, 0), hg_i64(g, mm->K), 1, "k");
+		LLVMValueRef ck[16][4];
+		for (int i = 0; i < mr; i++)
+			for (int h = 0; h < NV; h++)
+				ck[i][h] = hg_loop_carry(g, &lk, acc[i][h]);
+		LLVMValueRef w[4];
+		LLVMValueRef wo = LLVMBuildMul(b, k, hg_i64(g, mm->NR), "");
+		for (int h = 0; h < NV; h++)
+			w[h] = hg_vload(g, wt, LLVMBuildAdd(b, wo, hg_i64(g, h * vw), ""));
+		for (int i = 0; i < mr; i++) {
+			LLVMValueRef a = hg_vbroadcast(g, arow, LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * mm->K), ""));
+			for (int h = 0; h < NV; h++)
+				hg_loop_next(g, &lk, ck[i][h], hg_fma(g, a, w[h], ck[i][h]));
+		}
+		hg_loop_end(g, &lk);
+		for (int i = 0; i < mr; i++)
+			for (int h = 0; h < NV; h++)
+				acc[i][h] = ck[i][h];
 	} else {
 		/* float W [K, N]: row k, columns col .. col+NR. Grouped (W [K, Ng],
 		 * Ng = N/G, Kg = K/G): the panel lies in group gi = col / Ng; k runs
@@ -1236,7 +1313,10 @@ int hg_emit_matmul_nbits(HostGen *g, const Node *n, LLVMValueRef fn, Diag *d)
 	if (mm.bits == 4 && !mm.packed)
 		return diag_fail(d, "%s: node '%s': MatMulNBits weights were not repacked", hg_model_name(g), n->name);
 	const Value *B = n->inputs[1];
-	if (mm.bits == 32 && !mm.bf16w) {
+	if (mm.f32p && hg_numel(B) != mm.T * mm.K * mm.NR)
+		return diag_fail(d, "%s: node '%s': tensor '%s': expected %lld packed floats", hg_model_name(g), n->name, B->name,
+		                 (long long)(mm.T * mm.K * mm.NR));
+	if (mm.bits == 32 && !mm.bf16w && !mm.f32p) {
 		int64_t r0 = mm.trans_b ? mm.N : mm.K, r1 = mm.trans_b ? mm.K : mm.N / mm.groups;
 		int64_t bd[8];
 		int r = hg_dims(g, n, B, bd, d);

@@ -524,6 +524,13 @@ def cases(rng):
         mm4("mm4_block64_m25", rng, M=25, K=128, N=64, block=64, splits=[40, 24]),
         mm32("mm32_bias", rng),
         mm32("mm32_splits", rng, M=14, K=32, N=48, splits=[16, 20, 12]),
+        # constant float weights packed at compile time into panel-major float panels
+        # (host_f32p): a step's GEMV over a wide head with an N tail and an odd K, the
+        # in-register path with an M tail, and both on AVX2
+        mm32("mm32_f32p_m1_n300", rng, M=1, K=41, N=300),
+        mm32("mm32_f32p_m50_oddk", rng, M=50, K=67, N=45),
+        mm32("mm32_f32p_m1_n300_avx2", rng, M=1, K=41, N=300) + ({"cpu": "x86-64-v3"},),
+        mm32("mm32_f32p_m50_oddk_avx2", rng, M=50, K=67, N=45) + ({"cpu": "x86-64-v3"},),
         mm32("mm32_transb", rng, M=3, K=40, N=37, trans_b=1),
         mm32("mm32_transb_m6", rng, M=6, K=32, N=9, trans_b=1, bias=False),
         mm32_groups("mm32_groups_k384_g6", rng),
