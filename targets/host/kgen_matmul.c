@@ -289,24 +289,67 @@ static void set_blocking(Node *n, const HgBlocking *bl)
 	node_add_attr(n, "host_tune_ms", AT_FLOAT)->f = (float)bl->ms;
 }
 
+/* A constant float W [K, N] and bias (or none) of this node: what the
+ * compile-time float panels are made from (a graph input stays in place). */
+static bool float_w_constant(const Node *n, const MM *mm)
+{
+	const Value *B = n->inputs[1], *bias = mm->has_bias ? n->inputs[4] : NULL;
+	if (!B->init || B->init->dtype != DT_FLOAT || tensor_numel(B->init) != mm->K * mm->N)
+		return false;
+	return !bias || (bias->init && bias->init->dtype == DT_FLOAT && tensor_numel(bias->init) == mm->N);
+}
+
+/* W [K, N] row by row (contiguous reads: W may be an LM head of 100+ MB) into
+ * the node's panels, NR columns each (mm read after the blocking was set):
+ * bf16, panel t, k pair p: NR lanes of (W[2p][n], W[2p+1][n]) as uint16
+ * (round to nearest even); else float, panel t, row k: NR floats. A split's
+ * columns past its width stay zero, as do the bias's (padded per panel).
+ * Inputs 1 and 4 become the panels and that bias; host_packed. */
+static void float_panels(Node *n, const MM *mm, bool bf)
+{
+	const Value *B = n->inputs[1], *bias = mm->has_bias ? n->inputs[4] : NULL;
+	int64_t NR = mm->NR, T = mm->T, K = mm->K, KP = (K + 1) / 2;
+	void *pw, *pbias = NULL;
+	Value *vw = bf ? hg_new_init(n->graph, "host_wbf16", DT_UINT16, T * KP * NR * 2, &pw)
+	               : hg_new_init(n->graph, "host_wf32", DT_FLOAT, T * K * NR, &pw);
+	Value *vbias = bias ? hg_new_init(n->graph, "host_bias", DT_FLOAT, T * NR, &pbias) : NULL;
+	uint16_t *ob = pw;
+	float *of = pw, *obias = pbias;
+	const void *w = B->init->data;
+	for (int64_t k = 0; k < K; k++)
+		for (int s = 0; s < mm->nsplit; s++)
+			for (int64_t c = 0; c < mm->slen[s]; c++) {
+				int64_t t = mm->tstart[s] + c / NR, j = c % NR, col = mm->soff[s] + c;
+				float x = load_f32(w, k * mm->N + col);
+				if (bf)
+					ob[((t * KP + k / 2) * NR + j) * 2 + k % 2] = dtype_f32_to_bf16(x);
+				else
+					of[(t * K + k) * NR + j] = x;
+				if (obias && k == 0)
+					obias[t * NR + j] = load_f32(bias->init->data, col);
+			}
+	node_set_input(n, 1, vw);
+	while (n->ninputs < 5)
+		node_add_input(n, NULL);
+	node_set_input(n, 4, vbias);
+	node_add_attr(n, "host_packed", AT_INT)->i = 1;
+}
+
 /* --host-precision bf16 on float weights (bits 32, W a constant [K, N]): W is
  * rounded once, here, into the bf16 panels the 4-bit path dequantizes into
- * at run time (panel t, k pair p: NR lanes of (W[2p][n], W[2p+1][n]), zero
- * past K and N; uint16 in weights.bin, half the float bytes) and the bias is
- * padded per panel. The panel path runs panel_tile_bf16 straight on them; the
- * in-register path (small M: a step's projections) converts each A pair to
- * bf16 on the fly (tile_bf16w) and streams half the bytes of the float
- * weights. A weight that is not a constant stays float. Blocking: the
- * model's (KC a multiple of BF16W_KC), or WLOWER_HOST_MM_BLOCKING. */
+ * at run time (float_panels; uint16 in weights.bin, half the float bytes)
+ * and the bias is padded per panel. The panel path runs panel_tile_bf16
+ * straight on them; the in-register path (small M: a step's projections)
+ * converts each A pair to bf16 on the fly (tile_bf16w) and streams half the
+ * bytes of the float weights. A weight that is not a constant stays float.
+ * Blocking: the model's (KC a multiple of BF16W_KC), or
+ * WLOWER_HOST_MM_BLOCKING. */
 static int pack_float_bf16(HostGen *g, Node *n, Diag *d)
 {
 	MM mm;
 	if (mm_read(g, n, &mm, d) != WL_OK)   /* again: the epilogue fusion may have added a residual */
 		return WL_ERR;
-	const Value *B = n->inputs[1], *bias = mm.has_bias ? n->inputs[4] : NULL;
-	if (!B->init || B->init->dtype != DT_FLOAT || tensor_numel(B->init) != mm.K * mm.N)
-		return WL_OK;
-	if (bias && (!bias->init || bias->init->dtype != DT_FLOAT || tensor_numel(bias->init) != mm.N))
+	if (!float_w_constant(n, &mm))
 		return WL_OK;
 	HgBlocking bl;
 	const char *force = getenv("WLOWER_HOST_MM_BLOCKING");
@@ -324,29 +367,7 @@ static int pack_float_bf16(HostGen *g, Node *n, Diag *d)
 	node_add_attr(n, "host_bf16w", AT_INT)->i = 1;
 	if (mm_read(g, n, &mm, d) != WL_OK)
 		return WL_ERR;
-	int64_t NR = mm.NR, T = mm.T, K = mm.K, KP = (K + 1) / 2;
-	Graph *gr = n->graph;
-	void *pw, *pbias = NULL;
-	Value *vw = hg_new_init(gr, "host_wbf16", DT_UINT16, T * KP * NR * 2, &pw);
-	Value *vbias = bias ? hg_new_init(gr, "host_bias", DT_FLOAT, T * NR, &pbias) : NULL;
-	uint16_t *ow = pw;
-	float *obias = pbias;
-	const void *w = B->init->data;
-	/* W row by row (contiguous reads: W may be an LM head of 100+ MB); a
-	 * split's columns past its width stay zero, as do the bias's */
-	for (int64_t k = 0; k < K; k++)
-		for (int s = 0; s < mm.nsplit; s++)
-			for (int64_t c = 0; c < mm.slen[s]; c++) {
-				int64_t t = mm.tstart[s] + c / NR, j = c % NR, col = mm.soff[s] + c;
-				ow[((t * KP + k / 2) * NR + j) * 2 + k % 2] = dtype_f32_to_bf16(load_f32(w, k * mm.N + col));
-				if (obias && k == 0)
-					obias[t * NR + j] = load_f32(bias->init->data, col);
-			}
-	node_set_input(n, 1, vw);
-	while (n->ninputs < 5)
-		node_add_input(n, NULL);
-	node_set_input(n, 4, vbias);
-	node_add_attr(n, "host_packed", AT_INT)->i = 1;
+	float_panels(n, &mm, true);
 	return WL_OK;
 }
 
@@ -402,10 +423,7 @@ static int pack_float_f32(HostGen *g, Node *n, Diag *d)
 	MM mm;
 	if (mm_read(g, n, &mm, d) != WL_OK)   /* again: the epilogue fusion may have added a residual */
 		return WL_ERR;
-	const Value *B = n->inputs[1], *bias = mm.has_bias ? n->inputs[4] : NULL;
-	if (!B->init || B->init->dtype != DT_FLOAT || tensor_numel(B->init) != mm.K * mm.N)
-		return WL_OK;
-	if (bias && (!bias->init || bias->init->dtype != DT_FLOAT || tensor_numel(bias->init) != mm.N))
+	if (!float_w_constant(n, &mm))
 		return WL_OK;
 	HgBlocking bl;
 	hg_mm_default_blocking(g, mm.M, mm.K, mm.N, 1, &bl);
@@ -414,27 +432,7 @@ static int pack_float_f32(HostGen *g, Node *n, Diag *d)
 	node_add_attr(n, "host_f32p", AT_INT)->i = 1;
 	if (mm_read(g, n, &mm, d) != WL_OK)
 		return WL_ERR;
-	int64_t NR = mm.NR, T = mm.T, K = mm.K;
-	Graph *gr = n->graph;
-	void *pw, *pbias = NULL;
-	Value *vw = hg_new_init(gr, "host_wf32", DT_FLOAT, T * K * NR, &pw);
-	Value *vbias = bias ? hg_new_init(gr, "host_bias", DT_FLOAT, T * NR, &pbias) : NULL;
-	float *ow = pw, *obias = pbias;
-	const void *w = B->init->data;
-	/* W row by row (contiguous reads: W may be an LM head of 80+ MB) */
-	for (int64_t k = 0; k < K; k++)
-		for (int s = 0; s < mm.nsplit; s++)
-			for (int64_t c = 0; c < mm.slen[s]; c++) {
-				int64_t t = mm.tstart[s] + c / NR, j = c % NR, col = mm.soff[s] + c;
-				ow[(t * K + k) * NR + j] = load_f32(w, k * mm.N + col);
-				if (obias && k == 0)
-					obias[t * NR + j] = load_f32(bias->init->data, col);
-			}
-	node_set_input(n, 1, vw);
-	while (n->ninputs < 5)
-		node_add_input(n, NULL);
-	node_set_input(n, 4, vbias);
-	node_add_attr(n, "host_packed", AT_INT)->i = 1;
+	float_panels(n, &mm, false);
 	return WL_OK;
 }
 
@@ -800,36 +798,18 @@ static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
 		}
 	} else if (mm->bf16w) {
 		tile_bf16w(g, mm, arow, mr, t, acc);
-	} else if (mm->f32p) {
-		/* float panel t: row k at (t·K + k)·NR, zero padded (loads never masked) */
-		LLVMValueRef wt = hg_gepf(g, mm->B, LLVMBuildMul(b, t, hg_i64(g, mm->K * mm->NR), ""));
-		HgLoop lk;
-		LLVMValueRef k = hg_loop_begin(g, &lk, hg_i64(g, 0), hg_i64(g, mm->K), 1, "k");
-		LLVMValueRef ck[16][4];
-		for (int i = 0; i < mr; i++)
-			for (int h = 0; h < NV; h++)
-				ck[i][h] = hg_loop_carry(g, &lk, acc[i][h]);
-		LLVMValueRef w[4];
-		LLVMValueRef wo = LLVMBuildMul(b, k, hg_i64(g, mm->NR), "");
-		for (int h = 0; h < NV; h++)
-			w[h] = hg_vload(g, wt, LLVMBuildAdd(b, wo, hg_i64(g, h * vw), ""));
-		for (int i = 0; i < mr; i++) {
-			LLVMValueRef a = hg_vbroadcast(g, arow, LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * mm->K), ""));
-			for (int h = 0; h < NV; h++)
-				hg_loop_next(g, &lk, ck[i][h], hg_fma(g, a, w[h], ck[i][h]));
-		}
-		hg_loop_end(g, &lk);
-		for (int i = 0; i < mr; i++)
-			for (int h = 0; h < NV; h++)
-				acc[i][h] = ck[i][h];
 	} else {
-		/* float W [K, N]: row k, columns col .. col+NR. Grouped (W [K, Ng],
-		 * Ng = N/G, Kg = K/G): the panel lies in group gi = col / Ng; k runs
-		 * Kg rows, A is read from column gi·Kg, W from row gi·Kg, column
-		 * col − gi·Ng (the row stride is Ng) */
-		int64_t Kl = mm->K, ldw = mm->N;
-		LLVMValueRef wcol = col;
-		if (mm->groups > 1) {
+		/* float W: a packed panel t (f32p: row k at (t·K + k)·NR, zero
+		 * padded, loads never masked), or W [K, N] in place: row k, columns
+		 * col .. col+NR. Grouped (W [K, Ng], Ng = N/G, Kg = K/G): the panel
+		 * lies in group gi = col / Ng; k runs Kg rows, A is read from column
+		 * gi·Kg, W from row gi·Kg, column col − gi·Ng (the row stride is Ng) */
+		int64_t Kl = mm->K, ldw = mm->f32p ? mm->NR : mm->N;
+		LLVMValueRef wb = mm->B, wcol = col;
+		if (mm->f32p) {
+			wb = hg_gepf(g, mm->B, LLVMBuildMul(b, t, hg_i64(g, mm->K * mm->NR), ""));
+			wcol = hg_i64(g, 0);
+		} else if (mm->groups > 1) {
 			int64_t Kg = mm->K / mm->groups, Ng = mm->N / mm->groups;
 			LLVMValueRef gi = LLVMBuildSDiv(b, col, hg_i64(g, Ng), "grp");
 			arow = hg_gepf(g, arow, LLVMBuildMul(b, gi, hg_i64(g, Kg), ""));
@@ -849,7 +829,7 @@ static void tile(HostGen *g, MM *mm, LLVMValueRef m0, int mr, LLVMValueRef t)
 		LLVMValueRef wo = LLVMBuildAdd(b, LLVMBuildMul(b, k, hg_i64(g, ldw), ""), wcol, "");
 		for (int h = 0; h < NV; h++) {
 			LLVMValueRef o = LLVMBuildAdd(b, wo, hg_i64(g, h * vw), "");
-			w[h] = mm->has_tail ? hg_vload_n(g, mm->B, o, nl[h]) : hg_vload(g, mm->B, o);
+			w[h] = mm->has_tail && !mm->f32p ? hg_vload_n(g, wb, o, nl[h]) : hg_vload(g, wb, o);
 		}
 		for (int i = 0; i < mr; i++) {
 			LLVMValueRef a = hg_vbroadcast(g, arow, LLVMBuildAdd(b, k, hg_i64(g, (int64_t)i * mm->K), ""));
