@@ -126,11 +126,12 @@ static Value *pack_wp(HostGen *g, Graph *gr, const Value *w, int64_t Cin, int64_
 	int64_t Cp = bf ? (Cin + 1) / 2 * 2 : Cin;
 	void *p;
 	Value *v = hg_new_init(gr, bf ? "host_stem_wbf16" : "host_stem_w", bf ? DT_UINT16 : DT_FLOAT, 3 * Cp * Dp, &p);
-	const float *src = w->init->data;
 	for (int64_t dd = 0; dd < D; dd++)
 		for (int64_t c = 0; c < Cin; c++)
 			for (int64_t k = 0; k < 3; k++) {
-				float x = src[(dd * Cin + c) * 3 + k];
+				/* tensor_get_f64: initializer data may sit at any offset of the
+				 * mapped model file */
+				float x = (float)tensor_get_f64(w->init, (dd * Cin + c) * 3 + k);
 				int64_t i = wp_index(Cin, Dp, bf, dd, c, k);
 				if (bf)
 					((uint16_t *)p)[i] = dtype_f32_to_bf16(x);
