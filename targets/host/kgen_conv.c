@@ -101,6 +101,14 @@ static int stem_parse(HostGen *g, const Node *n, Stem *s, Diag *d)
 	s->Nv = g->avx512 ? 4 : 2;
 	s->bf = g->bf16 && g->avx512 && vw == 16;
 	s->Cx = s->bf ? (s->C + 1) / 2 * 2 : s->C;   /* bf16: the sizes below are upper bounds */
+	if (s->packed) {
+		/* the panels hg_prepare_conv_stem made: 3·Cp·Dp elements each (Cp = Cin,
+		 * bf16: rounded up to even) */
+		int64_t c1 = s->bf ? (s->C + 1) / 2 * 2 : s->C, c2 = s->bf ? (s->D + 1) / 2 * 2 : s->D;
+		if (hg_numel(n->inputs[1]) != 3 * c1 * s->Dp || hg_numel(n->inputs[3]) != 3 * c2 * s->Dp)
+			return diag_fail(d, "%s: node '%s': tensor '%s': packed weights of the wrong size", model_of(g), nm,
+			                 n->inputs[1]->name);
+	}
 	s->off_xt = 0;
 	s->off_w1 = ALIGN64((uint64_t)((s->F + 2) * s->C) * 4);
 	s->off_w2 = s->off_w1 + (s->packed ? 0 : ALIGN64((uint64_t)(3 * s->C * s->Dp) * 4));
@@ -121,7 +129,7 @@ static int64_t wp_index(int64_t Cin, int64_t Dp, bool bf, int64_t d, int64_t c, 
 }
 
 /* One constant weight [D, Cin, 3] as Wp (zero past D and, bf16, past Cin) */
-static Value *pack_wp(HostGen *g, Graph *gr, const Value *w, int64_t Cin, int64_t D, int64_t Dp, bool bf)
+static Value *pack_wp(Graph *gr, const Value *w, int64_t Cin, int64_t D, int64_t Dp, bool bf)
 {
 	int64_t Cp = bf ? (Cin + 1) / 2 * 2 : Cin;
 	void *p;
@@ -156,8 +164,8 @@ int hg_prepare_conv_stem(HostGen *g, Node *n, Diag *d)
 	if (!w1->init || !w2->init || w1->init->dtype != DT_FLOAT || w2->init->dtype != DT_FLOAT ||
 	    tensor_numel(w1->init) != st.D * st.C * 3 || tensor_numel(w2->init) != st.D * st.D * 3)
 		return WL_OK;
-	Value *p1 = pack_wp(g, n->graph, w1, st.C, st.D, st.Dp, st.bf);
-	Value *p2 = pack_wp(g, n->graph, w2, st.D, st.D, st.Dp, st.bf);
+	Value *p1 = pack_wp(n->graph, w1, st.C, st.D, st.Dp, st.bf);
+	Value *p2 = pack_wp(n->graph, w2, st.D, st.D, st.Dp, st.bf);
 	node_set_input(n, 1, p1);
 	node_set_input(n, 3, p2);
 	node_add_attr(n, "host_packed", AT_INT)->i = 1;
