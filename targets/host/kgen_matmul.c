@@ -2,7 +2,7 @@
  *
  * Y[M, N] = A[M, K] · W[K, N] + bias, W given as 4-bit blocks (bits 4), as
  * float32 [K, N] (bits 32: a constant is copied at compile time into
- * panel-major float panels, pack_float_f32; a graph input is read in place),
+ * panel-major float panels, pack_float; a graph input is read in place),
  * or float32 [N, K] (bits 32, trans_b = 1, the tied LM head read in place);
  * `splits` cut N into several outputs.
  * `groups` = G > 1 (bits 32, no trans_b, no splits): W is float32 [K, N/G],
@@ -49,7 +49,7 @@
  * --host-precision bf16 (AVX512-BF16): the 4-bit panel path dequantizes into
  * bf16 pair panels and multiplies them by vdpbf16ps (panel_tile_bf16);
  * constant float weights are rounded at compile time into those panels
- * (pack_float_bf16: panel and in-register paths) or, with trans_b, into bf16
+ * (pack_float: panel and in-register paths) or, with trans_b, into bf16
  * rows (pack_dot_bf16; a tied table's embedding Gathers then read those rows
  * too, and the float table is dropped when nothing else reads it).
  * docs/host-contracts.md has the layouts.
@@ -343,8 +343,17 @@ static void float_panels(Node *n, const MM *mm, bool bf)
  * converts each A pair to bf16 on the fly (tile_bf16w) and streams half the
  * bytes of the float weights. A weight that is not a constant stays float.
  * Blocking: the model's (KC a multiple of BF16W_KC), or
- * WLOWER_HOST_MM_BLOCKING. */
-static int pack_float_bf16(HostGen *g, Node *n, Diag *d)
+ * WLOWER_HOST_MM_BLOCKING.
+ *
+ * fp32 float weights (bits 32, W a constant [K, N], no trans_b, no groups):
+ * W is copied once, here, into panel-major float panels (panel t, row k: the
+ * NR floats W[k][t·NR ..], zero past a split's width; the bias padded per
+ * panel), so the in-register path streams each panel's K·NR floats
+ * contiguously. Read in place, a panel is K rows of NR floats N floats apart:
+ * for a step's LM head (N = 51865, 207 KB between rows) every row is another
+ * page and the prefetchers lose the stream (13 GB/s instead of the machine's
+ * 24-31). A weight that is not a constant stays in place. */
+static int pack_float(HostGen *g, Node *n, bool bf, Diag *d)
 {
 	MM mm;
 	if (mm_read(g, n, &mm, d) != WL_OK)   /* again: the epilogue fusion may have added a residual */
@@ -352,22 +361,25 @@ static int pack_float_bf16(HostGen *g, Node *n, Diag *d)
 	if (!float_w_constant(n, &mm))
 		return WL_OK;
 	HgBlocking bl;
-	const char *force = getenv("WLOWER_HOST_MM_BLOCKING");
+	const char *force = bf ? getenv("WLOWER_HOST_MM_BLOCKING") : NULL;
 	if (force && *force) {
 		if (hg_mm_blocking(g, n, mm.M, mm.K, mm.N, BF16W_KC, mm.has_res, &bl, d) != WL_OK)
 			return WL_ERR;
-	} else {
+	} else if (bf) {
 		memset(&bl, 0, sizeof bl);
 		blocking_for(g, g->avx512 ? 12 : 6, 2, 1, mm.M, mm.K, BF16W_KC, mm.has_res, &bl);
 		bl.how = "model";
+	} else {
+		hg_mm_default_blocking(g, mm.M, mm.K, mm.N, 1, &bl);
+		bl.mc = bl.kc = 0;   /* fp32: the in-register path */
 	}
 	if (bl.mc > 0 && mm.M <= bl.mr)
 		bl.mc = bl.kc = 0;
 	set_blocking(n, &bl);
-	node_add_attr(n, "host_bf16w", AT_INT)->i = 1;
+	node_add_attr(n, bf ? "host_bf16w" : "host_f32p", AT_INT)->i = 1;
 	if (mm_read(g, n, &mm, d) != WL_OK)
 		return WL_ERR;
-	float_panels(n, &mm, true);
+	float_panels(n, &mm, bf);
 	return WL_OK;
 }
 
@@ -410,32 +422,6 @@ static int pack_dot_bf16(HostGen *g, Node *n, Diag *d)
 	return WL_OK;
 }
 
-/* fp32 float weights (bits 32, W a constant [K, N], no trans_b, no groups):
- * W is copied once, here, into panel-major float panels (panel t, row k: the
- * NR floats W[k][t·NR ..], zero past a split's width; the bias padded per
- * panel), so the in-register path streams each panel's K·NR floats
- * contiguously. Read in place, a panel is K rows of NR floats N floats apart:
- * for a step's LM head (N = 51865, 207 KB between rows) every row is another
- * page and the prefetchers lose the stream (13 GB/s instead of the machine's
- * 24-31). A weight that is not a constant stays in place. */
-static int pack_float_f32(HostGen *g, Node *n, Diag *d)
-{
-	MM mm;
-	if (mm_read(g, n, &mm, d) != WL_OK)   /* again: the epilogue fusion may have added a residual */
-		return WL_ERR;
-	if (!float_w_constant(n, &mm))
-		return WL_OK;
-	HgBlocking bl;
-	hg_mm_default_blocking(g, mm.M, mm.K, mm.N, 1, &bl);
-	bl.mc = bl.kc = 0;   /* the in-register path */
-	set_blocking(n, &bl);
-	node_add_attr(n, "host_f32p", AT_INT)->i = 1;
-	if (mm_read(g, n, &mm, d) != WL_OK)
-		return WL_ERR;
-	float_panels(n, &mm, false);
-	return WL_OK;
-}
-
 int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 {
 	MM mm;
@@ -445,9 +431,9 @@ int hg_prepare_matmul_nbits(HostGen *g, Node *n, Diag *d)
 		fuse_epilogue(n);
 	/* grouped float weights ([K, N/groups]) stay fp32: no bf16 panels for them */
 	if (mm.bits == 32 && g->bf16 && !mm.packed && !attr_int(n, "host_bf16w", 0) && mm.groups == 1)
-		return mm.trans_b ? pack_dot_bf16(g, n, d) : pack_float_bf16(g, n, d);
+		return mm.trans_b ? pack_dot_bf16(g, n, d) : pack_float(g, n, true, d);
 	if (mm.bits == 32 && !mm.packed && !mm.trans_b && mm.groups == 1)
-		return pack_float_f32(g, n, d);
+		return pack_float(g, n, false, d);
 	if (mm.bits != 4 || mm.packed)
 		return WL_OK;
 	/* register and cache blocking for this CPU and shape (packing follows NR) */
