@@ -275,6 +275,10 @@ LLVMValueRef hg_vreduce_max_rows(HostGen *g, LLVMValueRef *v, int n)
 
 LLVMValueRef hg_fma(HostGen *g, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
 {
+	/* no FMA3 (x86-64-v2, Sandy Bridge, ...): llvm.fma would be a libm fmaf
+	 * call per lane (the encoder 100x slower); a multiply and an add instead */
+	if (!g->fma)
+		return LLVMBuildFAdd(g->b, LLVMBuildFMul(g->b, a, b, ""), c, "");
 	LLVMValueRef x[3] = {a, b, c};
 	return hg_intrinsic(g, "llvm.fma", LLVMTypeOf(a), x, 3);
 }

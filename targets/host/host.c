@@ -725,6 +725,40 @@ static bool cpu_has_avx512(const char *cpu, const char *features)
 	return false;
 }
 
+/* AVX, AVX2 and FMA3: by feature for native, by name otherwise (an AVX-512
+ * or AVX2 CPU has all three; bdver2/bdver3 have AVX and FMA3 without AVX2).
+ * Older CPUs still compile: without AVX (x86-64, x86-64-v2, Atom up to
+ * Tremont) vectors are 4 floats (SSE), without FMA3 (Sandy/Ivy Bridge,
+ * Jaguar, Bulldozer) an FMA is a multiply and an add, without AVX2 the
+ * integer vpmaddwd runs on SSE2 halves. */
+static bool cpu_has_feature_name(const char *cpu, const char *features, const char *feat)
+{
+	if (features && *features) {
+		/* "+a,-b,+c": one whole entry "+feat" */
+		size_t n = strlen(feat);
+		for (const char *p = features; *p; p += strcspn(p, ","), p += *p == ',')
+			if (p[0] == '+' && !strncmp(p + 1, feat, n) && (p[1 + n] == ',' || p[1 + n] == 0))
+				return true;
+		return false;
+	}
+	static const char *avx2[] = {"x86-64-v3", "haswell", "core-avx2", "broadwell", "skylake", "alderlake",
+	                             "raptorlake", "meteorlake", "arrowlake", "arrowlake-s", "lunarlake", "gracemont",
+	                             "pantherlake", "sierraforest", "grandridge", "clearwaterforest", "bdver4",
+	                             "znver1", "znver2", "znver3", NULL};
+	if (cpu_has_avx512(cpu, NULL))
+		return true;
+	for (int i = 0; avx2[i]; i++)
+		if (!strcmp(cpu, avx2[i]))
+			return true;
+	static const char *avx1[] = {"sandybridge", "corei7-avx", "ivybridge", "core-avx-i", "btver2", "bdver1",
+	                             "bdver2", "bdver3", NULL};
+	if (!strcmp(feat, "avx"))
+		for (int i = 0; avx1[i]; i++)
+			if (!strcmp(cpu, avx1[i]))
+				return true;
+	return !strcmp(feat, "fma") && (!strcmp(cpu, "bdver2") || !strcmp(cpu, "bdver3"));
+}
+
 /* vpdpbusd available: AVX512-VNNI with AVX-512, AVX-VNNI without (the
  * 256-bit form); by name when --cpu names a processor (features empty).
  * WLOWER_HOST_NO_VNNI=1 turns it off (the AVX2 pmaddwd path, A/B runs). */
@@ -793,7 +827,9 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	g.m = m;
 	g.opt = o;
 	g.avx512 = cpu_has_avx512(cpu, features);
-	g.vw = g.avx512 ? 16 : 8;
+	g.avx2 = cpu_has_feature_name(cpu, features, "avx2");
+	g.vw = g.avx512 ? 16 : g.avx2 || cpu_has_feature_name(cpu, features, "avx") ? 8 : 4;
+	g.fma = cpu_has_feature_name(cpu, features, "fma");
 	g.vnni = cpu_has_vnni(cpu, features, g.avx512);
 	HgCpu hcpu;
 	host_cpu_describe(&hcpu, cpu, !strcmp(cpu_opt, "native"));
@@ -885,8 +921,17 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 		goto done;
 	cJSON *hw = manifest_hardware(mf), *pr = manifest_program(mf);
 	cJSON_AddStringToObject(hw, "cpu", cpu);
-	/* a named CPU has no feature list: bf16 code still needs its feature checked at load */
-	cJSON_AddStringToObject(hw, "features", *features || !g.bf16 ? features : "+avx512bf16");
+	/* a named CPU has no feature list from LLVM: record the ones the generated
+	 * code stands on, so that the runtime refuses the module on a CPU without
+	 * them (a clear error instead of SIGILL); AVX2 implies x86-64-v3's BMI1/2
+	 * and F16C, which LLVM uses in scalar code */
+	char named[160];
+	snprintf(named, sizeof named, "%s%s%s%s%s%s", g.avx512 ? "+avx512f," : "",
+	         g.avx2 ? "+avx2,+bmi,+bmi2,+f16c," : "", g.vw >= 8 ? "+avx," : "", g.fma ? "+fma," : "",
+	         g.vnni ? (g.avx512 ? "+avx512vnni," : "+avxvnni,") : "", g.bf16 ? "+avx512bf16," : "");
+	if (*named)
+		named[strlen(named) - 1] = 0;
+	cJSON_AddStringToObject(hw, "features", *features ? features : named);
 	cJSON_AddStringToObject(pr, "host_precision", g.bf16 ? "bf16" : "fp32");
 	cJSON_AddNumberToObject(hw, "vector_bits", g.vw * 32);
 	cJSON_AddStringToObject(hw, "cpu_model", hcpu.model);

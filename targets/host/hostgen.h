@@ -54,8 +54,11 @@ typedef struct HostGen {
 	LLVMTargetMachineRef tm;
 	Module *m;
 	const TargetOptions *opt;
-	int vw;                       /* floats per vector register: 16 (AVX-512), 8 (AVX2) */
+	int vw;                       /* floats per vector register: 16 (AVX-512), 8 (AVX), 4 (SSE) */
 	bool avx512;
+	bool avx2;                    /* 256-bit integer vectors (vpmaddwd ymm); without: SSE2 halves */
+	bool fma;                     /* FMA3; without it hg_fma is a multiply and an add (two
+	                               * roundings): llvm.fma would become a libm fmaf call per lane */
 	bool vnni;                    /* vpdpbusd: AVX512-VNNI (vw 16) or AVX-VNNI (vw 8) */
 	struct HgCpu *cpu;            /* caches and tuning of the target CPU (cpus.c) */
 	bool bf16;                    /* --host-precision bf16: 4-bit GEMM panels in bf16, vdpbf16ps */

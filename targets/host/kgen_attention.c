@@ -152,6 +152,8 @@ static void attn_tiling(HostGen *g, Attn *a)
 	a->Br = a->T < 12 ? a->T : 12;
 	if (!g->avx512 && a->Br > 6)
 		a->Br = 6;
+	if (a->Br > vw)   /* the row maxima's shuffle tree: one row per lane (SSE: 4) */
+		a->Br = vw;
 	if (a->Br < 1)
 		a->Br = 1;
 	/* key block Bc = 4 vectors: the softmax's per-row work (max, alpha, the

@@ -194,6 +194,24 @@ static LLVMValueRef x_group(HostGen *g, QM *q, LLVMValueRef xr, LLVMValueRef k, 
 	return LLVMBuildOr(b, lo, LLVMBuildShl(b, LLVMBuildZExt(b, x1, g->t_i32, ""), hg_i32(g, 16), ""), "");
 }
 
+/* vpmaddwd of two <16 x i16> without AVX2: pmaddwd on each 8-lane half
+ * (SSE2), the two <4 x i32> results joined */
+static LLVMValueRef pmadd_sse2(HostGen *g, LLVMValueRef x, LLVMValueRef y)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef idx[16], p[2];
+	for (int h = 0; h < 2; h++) {
+		for (int i = 0; i < 8; i++)
+			idx[i] = hg_i32(g, h * 8 + i);
+		LLVMValueRef m = LLVMConstVector(idx, 8);
+		LLVMValueRef a[2] = {LLVMBuildShuffleVector(b, x, x, m, ""), LLVMBuildShuffleVector(b, y, y, m, "")};
+		p[h] = call_x86(g, "llvm.x86.sse2.pmadd.wd", a, 2);
+	}
+	for (int i = 0; i < 8; i++)
+		idx[i] = hg_i32(g, i);
+	return LLVMBuildShuffleVector(b, p[0], p[1], LLVMConstVector(idx, 8), "");
+}
+
 /* acc += products of the broadcast group xg and weight vector wv (bytes) */
 static LLVMValueRef mac(HostGen *g, QM *q, LLVMValueRef acc, LLVMValueRef xg, LLVMValueRef wv)
 {
@@ -206,6 +224,10 @@ static LLVMValueRef mac(HostGen *g, QM *q, LLVMValueRef acc, LLVMValueRef xg, LL
 	}
 	LLVMTypeRef v16 = LLVMVectorType(g->t_i16, (unsigned)(2 * vw));
 	LLVMValueRef a[2] = {LLVMBuildBitCast(b, xs, v16, ""), LLVMBuildSExt(b, wv, v16, "")};
+	if (vw == 8 && !g->avx2)
+		return LLVMBuildAdd(b, acc, pmadd_sse2(g, a[0], a[1]), "");
+	if (vw == 4)
+		return LLVMBuildAdd(b, acc, call_x86(g, "llvm.x86.sse2.pmadd.wd", a, 2), "");
 	LLVMValueRef p = call_x86(g, vw == 16 ? "llvm.x86.avx512.pmaddw.d.512" : "llvm.x86.avx2.pmadd.wd", a, 2);
 	return LLVMBuildAdd(b, acc, p, "");
 }

@@ -14,7 +14,10 @@ ai.wlower.QGather (int8 rows x a float scale per row, kgen_quant.c) too, bit-exa
 Shapes are chosen to hit the tails (N not a multiple of the panel width, M
 not a multiple of MR, K not a multiple of the vector width, splits).
 
-usage: test_hostgen_kernels.py WLOWER WORKDIR [--only NAME,...]
+usage: test_hostgen_kernels.py WLOWER WORKDIR [--only NAME,...] [--cpu NAME]
+  --cpu NAME: compile the cases that name no CPU, flags or environment of
+           their own for --cpu NAME (e.g. x86-64: SSE2 without FMA3 or AVX2);
+           the others are listed as not run.
        test_hostgen_kernels.py WLOWER WORKDIR --bench [--threads 2]
   --bench: MatMulNBits 4-bit M=1500 K=384 N=1536 (Whisper-tiny fc1 shape);
            prints median ms and GFLOP/s of the host module.
@@ -638,12 +641,14 @@ def main():
     ap.add_argument("--only")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--cpu")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     if a.bench:
         return bench(a.wlower, a.work, a.threads)
     rng = np.random.default_rng(7)
     fails = 0
+    skipped = []
     if not cpu_flag("avx512_bf16"):
         print("NOTE: the --host-precision bf16 cases are not run: this CPU has no AVX512-BF16 "
               "(tests/lit/host_matmul.onnxtxt checks the refusal)", flush=True)
@@ -651,10 +656,19 @@ def main():
         name, text, feeds = case[:3]
         if a.only and name not in a.only.split(","):
             continue
-        ok, msg = run_case(a.wlower, a.work, name, text, feeds, a.threads, case[3] if len(case) > 3 else None)
+        opts = dict(case[3]) if len(case) > 3 and case[3] else {}
+        if a.cpu:
+            if set(opts) & {"cpu", "flags", "env"}:
+                skipped.append(name)
+                continue
+            opts["cpu"] = a.cpu
+        ok, msg = run_case(a.wlower, a.work, name, text, feeds, a.threads, opts)
         print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg), flush=True)
         fails += not ok
-    if not a.only or "autotune" in a.only.split(","):
+    if skipped:
+        print("NOTE: %d cases with their own CPU, flags or environment not run for --cpu %s: %s"
+              % (len(skipped), a.cpu, ",".join(skipped)), flush=True)
+    if not a.cpu and (not a.only or "autotune" in a.only.split(",")):
         ok, msg = autotune_check(a.wlower, a.work)
         print("%s autotune: %s" % ("PASS" if ok else "FAIL", msg), flush=True)
         fails += not ok
