@@ -709,16 +709,26 @@ int hg_run_cc(const char *so, const char *obj, Diag *d)
 	return WL_OK;
 }
 
+/* "+a,-b,+c" (LLVM's host feature list) has the whole entry "+feat" */
+static bool feature_on(const char *features, const char *feat)
+{
+	size_t n = strlen(feat);
+	for (const char *p = features; *p; p += strcspn(p, ","), p += *p == ',')
+		if (p[0] == '+' && !strncmp(p + 1, feat, n) && (p[1 + n] == ',' || p[1 + n] == 0))
+			return true;
+	return false;
+}
+
+/* The AVX-512 path: AVX512F and AVX512BW (its int8 kernels use 512-bit
+ * vpmaddwd; Knights Landing/Mill have F without BW and take the AVX2 path) */
 static bool cpu_has_avx512(const char *cpu, const char *features)
 {
-	if (features && strstr(features, "+avx512f"))
-		return true;
 	if (features && *features)
-		return false;
-	static const char *names[] = {"x86-64-v4", "skylake-avx512", "cascadelake", "cooperlake", "cannonlake",
+		return feature_on(features, "avx512f") && feature_on(features, "avx512bw");
+	static const char *names[] = {"x86-64-v4", "skylake-avx512", "skx", "cascadelake", "cooperlake", "cannonlake",
 	                              "icelake-client", "icelake-server", "tigerlake", "rocketlake",
 	                              "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d",
-	                              "znver4", "znver5", "knl", "knm", NULL};
+	                              "znver4", "znver5", NULL};
 	for (int i = 0; names[i]; i++)
 		if (!strcmp(cpu, names[i]))
 			return true;
@@ -733,18 +743,12 @@ static bool cpu_has_avx512(const char *cpu, const char *features)
  * integer vpmaddwd runs on SSE2 halves. */
 static bool cpu_has_feature_name(const char *cpu, const char *features, const char *feat)
 {
-	if (features && *features) {
-		/* "+a,-b,+c": one whole entry "+feat" */
-		size_t n = strlen(feat);
-		for (const char *p = features; *p; p += strcspn(p, ","), p += *p == ',')
-			if (p[0] == '+' && !strncmp(p + 1, feat, n) && (p[1 + n] == ',' || p[1 + n] == 0))
-				return true;
-		return false;
-	}
+	if (features && *features)
+		return feature_on(features, feat);
 	static const char *avx2[] = {"x86-64-v3", "haswell", "core-avx2", "broadwell", "skylake", "alderlake",
 	                             "raptorlake", "meteorlake", "arrowlake", "arrowlake-s", "lunarlake", "gracemont",
-	                             "pantherlake", "sierraforest", "grandridge", "clearwaterforest", "bdver4",
-	                             "znver1", "znver2", "znver3", NULL};
+	                             "pantherlake", "sierraforest", "grandridge", "clearwaterforest", "knl", "knm",
+	                             "bdver4", "znver1", "znver2", "znver3", NULL};
 	if (cpu_has_avx512(cpu, NULL))
 		return true;
 	for (int i = 0; avx2[i]; i++)
@@ -767,7 +771,7 @@ static bool cpu_has_vnni(const char *cpu, const char *features, bool avx512)
 	if (getenv("WLOWER_HOST_NO_VNNI") && strcmp(getenv("WLOWER_HOST_NO_VNNI"), "0"))
 		return false;
 	if (features && *features)
-		return strstr(features, avx512 ? "+avx512vnni" : "+avxvnni") != NULL;
+		return feature_on(features, avx512 ? "avx512vnni" : "avxvnni");
 	static const char *v512[] = {"cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake",
 	                             "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids",
 	                             "graniterapids-d", "znver4", "znver5", NULL};
@@ -926,7 +930,9 @@ int host_compile(Module *m, const TargetOptions *o, const char *dir, Diag *d)
 	 * them (a clear error instead of SIGILL); AVX2 implies x86-64-v3's BMI1/2
 	 * and F16C, which LLVM uses in scalar code */
 	char named[160];
-	snprintf(named, sizeof named, "%s%s%s%s%s%s", g.avx512 ? "+avx512f," : "",
+	bool phi = !strcmp(cpu, "knl") || !strcmp(cpu, "knm");   /* AVX512F without BW: LLVM may still use it */
+	snprintf(named, sizeof named, "%s%s%s%s%s%s",
+	         g.avx512 ? "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512cd," : phi ? "+avx512f,+avx512cd," : "",
 	         g.avx2 ? "+avx2,+bmi,+bmi2,+f16c," : "", g.vw >= 8 ? "+avx," : "", g.fma ? "+fma," : "",
 	         g.vnni ? (g.avx512 ? "+avx512vnni," : "+avxvnni,") : "", g.bf16 ? "+avx512bf16," : "");
 	if (*named)
