@@ -154,16 +154,6 @@ uint64_t hg_scratch_qmatmul(HostGen *g, const Node *n) { (void)g; (void)n; retur
 
 /* ---------------------------------------------------------------- micro-kernel */
 
-static LLVMValueRef call_x86(HostGen *g, const char *name, LLVMValueRef *args, int nargs)
-{
-	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-	if (!id)
-		wl_die(__FILE__, __LINE__, "unknown intrinsic %s", name);
-	LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->mod, id, NULL, 0);
-	LLVMTypeRef ft = LLVMIntrinsicGetType(g->ctx, id, NULL, 0);
-	return LLVMBuildCall2(g->b, ft, f, args, (unsigned)nargs, "");
-}
-
 /* The activation group of row pointer xr at k (i64) as one i32: VNNI: 4 bytes
  * XOR 0x80 (unsigned x + 128); else two sign-extended 16-bit halves.
  * `avail` < G: only that many bytes exist (the rest reads as zero). */
@@ -205,7 +195,7 @@ static LLVMValueRef pmadd_sse2(HostGen *g, LLVMValueRef x, LLVMValueRef y)
 			idx[i] = hg_i32(g, h * 8 + i);
 		LLVMValueRef m = LLVMConstVector(idx, 8);
 		LLVMValueRef a[2] = {LLVMBuildShuffleVector(b, x, x, m, ""), LLVMBuildShuffleVector(b, y, y, m, "")};
-		p[h] = call_x86(g, "llvm.x86.sse2.pmadd.wd", a, 2);
+		p[h] = hg_x86(g, "llvm.x86.sse2.pmadd.wd", a, 2);
 	}
 	for (int i = 0; i < 8; i++)
 		idx[i] = hg_i32(g, i);
@@ -220,15 +210,15 @@ static LLVMValueRef mac(HostGen *g, QM *q, LLVMValueRef acc, LLVMValueRef xg, LL
 	LLVMValueRef xs = hg_vsplat(g, xg);
 	if (q->vnni) {
 		LLVMValueRef a[3] = {acc, xs, LLVMBuildBitCast(b, wv, g->t_vi32, "")};
-		return call_x86(g, vw == 16 ? "llvm.x86.avx512.vpdpbusd.512" : "llvm.x86.avx512.vpdpbusd.256", a, 3);
+		return hg_x86(g, vw == 16 ? "llvm.x86.avx512.vpdpbusd.512" : "llvm.x86.avx512.vpdpbusd.256", a, 3);
 	}
 	LLVMTypeRef v16 = LLVMVectorType(g->t_i16, (unsigned)(2 * vw));
 	LLVMValueRef a[2] = {LLVMBuildBitCast(b, xs, v16, ""), LLVMBuildSExt(b, wv, v16, "")};
 	if (vw == 8 && !g->avx2)
 		return LLVMBuildAdd(b, acc, pmadd_sse2(g, a[0], a[1]), "");
 	if (vw == 4)
-		return LLVMBuildAdd(b, acc, call_x86(g, "llvm.x86.sse2.pmadd.wd", a, 2), "");
-	LLVMValueRef p = call_x86(g, vw == 16 ? "llvm.x86.avx512.pmaddw.d.512" : "llvm.x86.avx2.pmadd.wd", a, 2);
+		return LLVMBuildAdd(b, acc, hg_x86(g, "llvm.x86.sse2.pmadd.wd", a, 2), "");
+	LLVMValueRef p = hg_x86(g, vw == 16 ? "llvm.x86.avx512.pmaddw.d.512" : "llvm.x86.avx2.pmadd.wd", a, 2);
 	return LLVMBuildAdd(b, acc, p, "");
 }
 
